@@ -1,0 +1,134 @@
+"""`lexrl train | eval | rollout | envs`.
+
+Every command takes a YAML config and `--section.key value` overrides, parsed and validated
+before torch is imported, so `--help` and config errors answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from lexrl.config import Config, ConfigError, load_config
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lexrl", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    # Config commands leave --help to draccus, which lists every field with its docstring.
+    train = commands.add_parser(
+        "train", help="GRPO training (eval before/after, learning curve)", add_help=False
+    )
+    train.add_argument("config", nargs="?")
+    evaluate = commands.add_parser(
+        "eval", help="evaluate a checkpoint (or the base policy) on a split", add_help=False
+    )
+    evaluate.add_argument("config", nargs="?")
+    evaluate.add_argument(
+        "--checkpoint",
+        default=None,
+        help="checkpoint folder (…/checkpoints/step-N); omit for the base",
+    )
+    rollout = commands.add_parser(
+        "rollout", help="dump trajectories as JSONL for reading", add_help=False
+    )
+    rollout.add_argument("config", nargs="?")
+    rollout.add_argument("--split", default="train")
+    rollout.add_argument("--num-tasks", type=int, default=4)
+    rollout.add_argument("--checkpoint", default=None)
+    rollout.add_argument(
+        "--out", default=None, help="output JSONL (default: <run.output_dir>/rollouts.jsonl)"
+    )
+    envs = commands.add_parser("envs", help="list the registered environments")
+    envs.add_argument("name", nargs="?")
+    return parser
+
+
+def _load(path: str | None, overrides: list[str]) -> Config:
+    if path is None and not {"-h", "--help"} & set(overrides):
+        print(
+            "usage: lexrl {train,eval,rollout} CONFIG [--section.key value ...] (--help lists the keys)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    try:
+        return load_config(path, overrides)
+    except ConfigError as error:
+        print(f"config error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _policy_from_checkpoint(config: Config, checkpoint: str | None):
+    from accelerate import Accelerator
+
+    from lexrl.rollout.backend import HFBackend
+    from lexrl.train.checkpoint import load_adapter_weights
+    from lexrl.train.trainer import build_policy
+
+    env, policy, tokenizer = build_policy(config, Accelerator(cpu=True))
+    if checkpoint:
+        adapter = Path(checkpoint) / "adapter"
+        if not (adapter / "adapter_model.safetensors").is_file():
+            raise SystemExit(f"no adapter in {adapter}: pass a folder written by `lexrl train`")
+        load_adapter_weights(policy, adapter)
+    policy.eval()
+    return (
+        env,
+        HFBackend(policy, tokenizer, config.rollout.max_batch_size, config.rollout.batch_wait_ms),
+        tokenizer,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, overrides = _parser().parse_known_args(argv)
+    if args.command == "envs":
+        from lexrl.envs import REGISTRY
+
+        for name, (_, description) in REGISTRY.items():
+            if args.name in (None, name):
+                print(f"{name:10s} {description}")
+        return
+    config = _load(args.config, overrides)
+    if args.command == "train":
+        from lexrl.train.trainer import train
+
+        train(config)
+    elif args.command == "eval":
+        from lexrl.eval.evaluate import evaluate, print_summary
+
+        env, backend, tokenizer = _policy_from_checkpoint(config, args.checkpoint)
+        out_dir = Path(args.checkpoint or config.run.output_dir)
+        name = f"eval_{config.eval.split}"
+        summary = evaluate(env, backend, tokenizer, config, out_dir, name)
+        print_summary({args.checkpoint or "base": summary})
+        print(f"per-task results: {out_dir / (name + '.jsonl')}")
+    elif args.command == "rollout":
+        import torch
+
+        from lexrl.rollout.engine import run_groups
+        from lexrl.rollout.policy import Policy
+
+        env, backend, tokenizer = _policy_from_checkpoint(config, args.checkpoint)
+        torch.manual_seed(config.run.seed)
+        tasks = env.tasks(args.split)[: args.num_tasks]
+        groups = run_groups(
+            env,
+            tasks,
+            config.grpo.num_generations,
+            lambda task: Policy(backend, tokenizer, task.id, config.rollout.max_new_tokens),
+        )
+        out = Path(args.out or Path(config.run.output_dir) / "rollouts.jsonl")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("w", encoding="utf-8") as file:
+            for group in groups:
+                for trajectory in group.trajectories:
+                    file.write(trajectory.to_json() + "\n")
+        print(
+            json.dumps({"trajectories": sum(len(g.trajectories) for g in groups), "out": str(out)})
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,282 @@
+"""Typed configuration: dataclasses whose field docstrings are the documentation.
+
+A YAML file in `configs/` sets them and the command line overrides any field with its dotted name
+(`lexrl train configs/demo_cpu.yaml --grpo.num_generations 8`). Parsing is done by draccus, which
+rejects an unknown key or a value of the wrong type; `load_config` turns its error into a
+`ConfigError` that names the file and the key. This module imports no torch, so `--help` and a
+config error answer at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import draccus
+
+
+class ConfigError(ValueError):
+    """A config file or override is malformed; the message names the file and the key."""
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = "tiny"
+    """A Hugging Face model id or local folder, or `tiny` for the built-in random-weight
+    Qwen3-architecture model (built offline, see `lexrl.models.build_tiny_model`)."""
+    dtype: str = "float32"
+    """Torch dtype the base model is loaded in (`float32`, `bfloat16`, `float16`)."""
+    tiny_layers: int = 2
+    """Decoder layers of the built-in tiny model."""
+    tiny_hidden_size: int = 128
+    """Hidden size of the tiny model; head_dim is fixed at 64 (vLLM's CPU kernels need >= 64)."""
+    tiny_vocab_size: int = 4000
+    """Vocabulary cap of the tiny model's byte-level BPE tokenizer (training stops earlier when the
+    env text has no more merges to make)."""
+    tiny_seed: int = 0
+    """Seed of the tiny model's weights; the same seed rebuilds the same model and tokenizer."""
+    cache_dir: str = ".lexrl_cache"
+    """Where the tiny model, its tokenizer and the warm-started base are cached."""
+
+
+@dataclass
+class LoraConfig:
+    r: int = 16
+    """LoRA rank."""
+    alpha: int = 32
+    """LoRA scaling numerator (the update is scaled by alpha / r)."""
+    dropout: float = 0.0
+    """LoRA dropout; 0 keeps the trainer's log-probs equal to the sampler's."""
+    target_modules: list[str] = field(
+        default_factory=lambda: [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ]
+    )
+    """Module names that receive a LoRA adapter."""
+
+
+@dataclass
+class RolloutConfig:
+    backend: str = "hf"
+    """Generation backend: `hf` (transformers in-process, batched)."""
+    max_new_tokens: int = 96
+    """Completion length cap per LLM call."""
+    max_batch_size: int = 64
+    """Largest padded batch the micro-batcher sends to the model at once."""
+    batch_wait_ms: float = 2.0
+    """How long the micro-batcher waits for more concurrent requests before generating."""
+    max_concurrent_episodes: int = 256
+    """Episodes run concurrently by the engine (each awaits its own LLM calls)."""
+
+
+@dataclass
+class GRPOConfig:
+    num_generations: int = 8
+    """K: trajectories sampled per task (LegalMALR, sec. 3.3: K = 8)."""
+    tasks_per_step: int = 2
+    """G: tasks per optimizer step over all processes (LegalMALR: G = 2, i.e. 16 trajectories)."""
+    loss: str = "reinforce"
+    """`reinforce`: -A * sum of action log-probs (LegalMALR eq. 7); `grpo`: PPO-clipped ratio,
+    mean over each row's tokens then over rows (Shao et al. 2024, DeepSeekMath eq. 3); `dr_grpo`:
+    token sum divided by a constant (Liu et al. 2025, Dr. GRPO, removes the length bias); `dapo`:
+    token-level mean over the batch with asymmetric clipping (Yu et al. 2025, DAPO eq. 8)."""
+    scale_rewards: str = "group"
+    """Advantage scaling: `group` (R - mean) / (std + eps) within the group (LegalMALR eq. 6),
+    `batch` divides by the std over the whole batch, `none` only subtracts the group mean
+    (Dr. GRPO: group std scaling biases toward too-easy and too-hard tasks)."""
+    std_eps: float = 1e-4
+    """eps in the advantage denominator."""
+    epsilon: float = 0.2
+    """Lower PPO clip range (ratio >= 1 - epsilon)."""
+    epsilon_high: float = 0.28
+    """Upper clip range for `dapo` (DAPO clip-higher); the other losses use `epsilon`."""
+    beta: float = 0.0
+    """KL coefficient to the reference (the same model with the adapter disabled); 0 skips the
+    reference forward pass."""
+    learning_rate: float = 1e-4
+    """AdamW peak learning rate (LegalMALR: AdamW defaults, cosine decay)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    warmup_steps: int = 0
+    """Linear warm-up steps before the cosine decay."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
+    micro_batch_size: int = 8
+    """Training rows per forward/backward; gradients accumulate over the step's rows."""
+    updates_per_batch: int = 1
+    """Optimizer updates per rollout batch; above 1 the PPO ratio moves away from 1."""
+
+
+@dataclass
+class StatuteEnvConfig:
+    dataset: str = "demo"
+    """`demo` (the built-in synthetic statute world) or `jsonl` (files below)."""
+    queries_path: str = ""
+    """For `jsonl`: questions file with `{split}` in its name, one `{"id", "query", "gold": [article
+    ids]}` a line."""
+    corpus_path: str = ""
+    """For `jsonl`: corpus file, one `{"id", "name", "content"}` article a line (STARD's format)."""
+    language: str = "en"
+    """Prompt language: `en` or `zh`."""
+    max_iterations: int = 4
+    """Reformulation iterations before a forced exit (LegalMALR sec. 3.2: at most 4)."""
+    first_stage_k: int = 30
+    """Candidates fetched per emitted query (LegalMALR: dense top-30)."""
+    final_k: int = 10
+    """Candidates kept per query after the light reranker (LegalMALR: top-10)."""
+    alpha: float = 0.1
+    """Coverage-gain shaping coefficient (LegalMALR eq. 3; unspecified there, ours)."""
+    step_penalty: float = 0.05
+    """Penalty per planner step (LegalMALR eq. 4: -0.05 T)."""
+    early_exit_penalty: float = 5.0
+    """Penalty when the planner exits before any retrieval (LegalMALR eq. 4: -5)."""
+    planner_temperature: float = 0.6
+    """Planner sampling temperature (LegalMALR sec. 4.1)."""
+    rewriter_temperature: float = 0.8
+    """Rewrite-agent sampling temperature (LegalMALR sec. 4.1)."""
+    mas_k: int = 14
+    """MAS-stage cut-off: the pool is truncated to this many candidates (LegalMALR Table 7)."""
+    reward_recall_k: int | None = None
+    """Recall in the reward counts the first k pooled candidates; None = the whole pool (eq. 2).
+    Setting it to `mas_k` rewards exactly what the MAS-stage evaluation measures."""
+
+
+@dataclass
+class EnvConfig:
+    name: str = "statute"
+    """Registered env name (`lexrl envs` lists them)."""
+    statute: StatuteEnvConfig = field(default_factory=StatuteEnvConfig)
+    """Options of the `statute` env."""
+
+
+@dataclass
+class WarmstartConfig:
+    enabled: bool = False
+    """Supervised warm-start on the env's scripted trajectories before GRPO (full fine-tune of
+    the tiny model, saved as the base that GRPO's LoRA sits on)."""
+    num_episodes: int = 400
+    """Scripted training episodes turned into SFT examples."""
+    epochs: int = 2
+    """SFT epochs."""
+    learning_rate: float = 2e-3
+    """SFT learning rate."""
+    batch_size: int = 16
+    """SFT batch size."""
+
+
+@dataclass
+class EvalConfig:
+    split: str = "test"
+    """Split evaluated by `lexrl eval` and before/after training."""
+    max_tasks: int | None = None
+    """Evaluate at most this many tasks (None: the whole split)."""
+    samples_per_task: int = 1
+    """Seeded episodes per task; metrics are averaged over them."""
+    seed: int = 1234
+    """Seed of the evaluation rollout, so that two evaluations see the same samples."""
+    greedy: bool = False
+    """Greedy decoding instead of the env's sampling temperatures."""
+
+
+@dataclass
+class LoggingConfig:
+    wandb_project: str = "lexrl"
+    """W&B project."""
+    wandb_mode: str = "auto"
+    """`online`, `offline`, `disabled`, or `auto` (online only when WANDB_API_KEY is set)."""
+    log_every: int = 1
+    """Log metrics every N optimizer steps."""
+    samples_every: int = 10
+    """Log a table of sample trajectories per role every N steps (0: never)."""
+
+
+@dataclass
+class RunConfig:
+    output_dir: str = "runs/demo"
+    """Checkpoints, metrics.jsonl, evaluation reports and the learning curve go here."""
+    seed: int = 0
+    """Global seed (data order, sampling, LoRA init)."""
+    max_steps: int = 60
+    """Optimizer steps of GRPO."""
+    save_every: int = 10
+    """Checkpoint every N steps (and at the end)."""
+    resume: bool = False
+    """Continue from the last checkpoint in output_dir."""
+    eval_before: bool = True
+    """Evaluate the policy before GRPO."""
+    eval_after: bool = True
+    """Evaluate the policy after GRPO and plot the learning curve."""
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    warmstart: WarmstartConfig = field(default_factory=WarmstartConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+_CHOICES = {
+    "grpo.loss": ("reinforce", "grpo", "dr_grpo", "dapo"),
+    "grpo.scale_rewards": ("group", "batch", "none"),
+    "rollout.backend": ("hf",),
+    "env.statute.language": ("en", "zh"),
+    "env.statute.dataset": ("demo", "jsonl"),
+    "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
+}
+
+
+def _lookup(config: Config, dotted: str) -> object:
+    value: object = config
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def validate(config: Config) -> Config:
+    """Check the choices and ranges draccus' type check cannot see."""
+    for key, choices in _CHOICES.items():
+        value = _lookup(config, key)
+        if value not in choices:
+            raise ConfigError(f"`{key}` is {value!r}; expected one of {', '.join(choices)}")
+    if config.grpo.num_generations < 2:
+        raise ConfigError("`grpo.num_generations` must be >= 2: GRPO normalises within a group")
+    if config.grpo.tasks_per_step < 1:
+        raise ConfigError("`grpo.tasks_per_step` must be >= 1")
+    return config
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
+    """Load a YAML config and apply `--section.key value` overrides.
+
+    Raises ConfigError naming the file and key for an unknown key or a wrongly typed value.
+    """
+    if path is not None and not Path(path).is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        config = draccus.parse(
+            config_class=Config,
+            config_path=str(path) if path is not None else None,
+            args=list(overrides or []),
+        )
+    except draccus.utils.DecodingError as error:
+        raise ConfigError(f"{path}: {error}") from None
+    except ValueError as error:
+        raise ConfigError(f"{path}: {error}") from None
+    return validate(config)
+
+
+def save_config(config: Config, path: str | Path) -> None:
+    with open(path, "w", encoding="utf-8") as file:
+        draccus.dump(config, file)

@@ -1,0 +1,5 @@
+"""LegalMALR statute retrieval env (see `env.py`)."""
+
+from lexrl.envs.statute.env import ROLES, StatuteEnv
+
+__all__ = ["ROLES", "StatuteEnv"]

@@ -1,0 +1,276 @@
+"""LegalMALR: multi-agent query understanding for statute retrieval (seed 001; papers.md sec. 1).
+
+One policy plays seven roles that differ only by system prompt (`prompts/<language>/<role>.txt`).
+Each iteration the planner picks one rewrite agent or exits; every query the agent emits goes to
+retrieval (first stage top-`first_stage_k`, cut to top-`final_k`) and the results merge into the
+candidate pool. At most `max_iterations` reformulations, then a forced exit. The reward is eq. 1-4
+(`lexrl.rewards.statute`).
+
+A real demo task (the built-in world, `dataset: demo`):
+    query: "Help, my boss has not paid me for two months, and also my ex will not pay anything
+            for our son. What can I do?"   gold: [Employment Act Article 5, Family Act Article 7]
+
+Departures from the paper, each a choice papers.md leaves open: the first stage is BM25 (dense
+retrieval and the light reranker plug in behind `search` in the retrieval issue), the pool is
+ordered by reciprocal-rank fusion, and the abnormality analyzer is always followed by the
+rewriter, both chosen by the single planner action `abnormality_analyzer`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from importlib import resources
+from typing import Any
+
+from lexrl.config import StatuteEnvConfig
+from lexrl.envs.base import Env
+from lexrl.envs.data import DatasetError, read_jsonl
+from lexrl.envs.statute.demo_world import ACTS, PROCEDURE_TERMS, build_demo_world
+from lexrl.envs.statute.parsing import (
+    PLANNER_ACTIONS,
+    parse_diagnosis,
+    parse_planner_action,
+    parse_rewrite,
+)
+from lexrl.envs.statute.pool import CandidatePool
+from lexrl.retrieval.bm25 import BM25Retriever
+from lexrl.rewards.statute import coverage_gains, hit, recall, statute_reward
+from lexrl.rollout.policy import Messages, Policy, Teacher
+from lexrl.types import Task, Trajectory
+
+ROLES = (
+    "planner",
+    "single_element",
+    "supplementary_element",
+    "multi_element",
+    "supportive_law",
+    "abnormality_analyzer",
+    "abnormality_rewriter",
+)
+REWRITE_AGENTS = tuple(action for action in PLANNER_ACTIONS if action != "exit")
+POOL_SHOWN_TO_PLANNER = 5
+
+
+def load_prompts(language: str) -> dict[str, str]:
+    folder = resources.files("lexrl.envs.statute") / "prompts" / language
+    return {role: (folder / f"{role}.txt").read_text(encoding="utf-8").strip() for role in ROLES}
+
+
+class StatuteEnv(Env):
+    name = "statute"
+    roles = ROLES
+    reward_components = ("recall", "coverage_gain", "step_penalty", "early_exit")
+    episode_metrics = (
+        "mas_recall",
+        "mas_hit",
+        "pool_recall",
+        "pool_size",
+        "retrieval_calls",
+        "iterations",
+        "invalid_actions",
+    )
+    actions = PLANNER_ACTIONS
+
+    def __init__(
+        self,
+        corpus: list[dict],
+        splits: dict[str, list[Task]],
+        config: StatuteEnvConfig,
+    ):
+        self.config = config
+        self.corpus = corpus
+        self.splits = splits
+        self.prompts = load_prompts(config.language)
+        self.id_to_index = {article["id"]: index for index, article in enumerate(corpus)}
+        self.retriever = BM25Retriever(
+            [f"{a['name']} {a['content']}" for a in corpus], language=config.language
+        )
+
+    @classmethod
+    def from_config(cls, config: StatuteEnvConfig) -> StatuteEnv:
+        if config.dataset == "demo":
+            world = build_demo_world()
+            splits = {
+                split: [
+                    Task(
+                        id=q["id"],
+                        inputs={"query": q["query"]},
+                        gold=q["gold"],
+                        meta={"type": q["type"], "plan": q["plan"]},
+                    )
+                    for q in questions
+                ]
+                for split, questions in (("train", world.train), ("test", world.test))
+            }
+            return cls(world.corpus, splits, config)
+        return cls.from_jsonl(config)
+
+    @classmethod
+    def from_jsonl(cls, config: StatuteEnvConfig) -> StatuteEnv:
+        corpus = list(read_jsonl(config.corpus_path, required=("id", "name", "content")))
+        known = {article["id"] for article in corpus}
+        splits = {}
+        for split in ("train", "test"):
+            path = config.queries_path.format(split=split)
+            tasks = []
+            for number, record in enumerate(
+                read_jsonl(path, required=("id", "query", "gold")), start=1
+            ):
+                unknown = [g for g in record["gold"] if g not in known]
+                if unknown:
+                    raise DatasetError(
+                        f"{path}:{number}: gold id(s) {unknown} not in {config.corpus_path}"
+                    )
+                tasks.append(
+                    Task(
+                        id=str(record["id"]), inputs={"query": record["query"]}, gold=record["gold"]
+                    )
+                )
+            splits[split] = tasks
+        return cls(corpus, splits, config)
+
+    def tasks(self, split: str) -> list[Task]:
+        if split not in self.splits:
+            raise KeyError(f"statute env has no split {split!r}; it has {', '.join(self.splits)}")
+        return self.splits[split]
+
+    def text_corpus(self) -> list[str]:
+        texts = list(self.prompts.values())
+        texts += [f"{a['name']} {a['content']}" for a in self.corpus]
+        texts += [task.inputs["query"] for task in self.splits.get("train", [])]
+        return texts
+
+    def retrieve(self, query: str) -> list[Any]:
+        """Article ids for one query: first stage top-`first_stage_k`, kept top-`final_k`."""
+        hits = self.retriever.search(query, self.config.first_stage_k)[: self.config.final_k]
+        return [self.corpus[h.doc_index]["id"] for h in hits]
+
+    def planner_message(
+        self, query: str, iteration: int, steps: list[dict], pool: CandidatePool
+    ) -> str:
+        used = [s["action"] for s in steps if s.get("action")]
+        lines = [
+            f"Question: {query}",
+            f"Iteration: {iteration + 1}/{self.config.max_iterations}",
+            f"Agents used: {', '.join(used) if used else 'none'}",
+        ]
+        for step in steps:
+            for emitted in step.get("queries", []):
+                lines.append(f"- {step['action']}: {emitted}")
+        shown = [
+            self.corpus[self.id_to_index[d]]["name"] for d in pool.ordered()[:POOL_SHOWN_TO_PLANNER]
+        ]
+        lines.append(f"Candidates ({len(pool)}): {'; '.join(shown) if shown else 'none'}")
+        return "\n".join(lines)
+
+    async def run_agent(
+        self, action: str, query: str, policy: Policy
+    ) -> tuple[list[str], str | None]:
+        """Call the chosen rewrite agent(s); returns the emitted queries and a parse error."""
+        temperature = self.config.rewriter_temperature
+        message = f"Question: {query}"
+        if action == "abnormality_analyzer":
+            reply = await policy.chat(
+                action, self.prompts[action], message, temperature=temperature
+            )
+            diagnosis = parse_diagnosis(reply)
+            if diagnosis.error:
+                return [], diagnosis.error
+            message += f"\nDiagnosis: {json.dumps(diagnosis.fields, ensure_ascii=False)}"
+            action = "abnormality_rewriter"
+        reply = await policy.chat(action, self.prompts[action], message, temperature=temperature)
+        rewrite = parse_rewrite(reply)
+        return rewrite.queries, rewrite.error
+
+    async def run_episode(self, task: Task, policy: Policy) -> Trajectory:
+        query = task.inputs["query"]
+        pool = CandidatePool()
+        steps: list[dict] = []
+        pool_after_iteration: list[list[Any]] = []
+        retrieval_calls = 0
+        exited_before_retrieval = False
+        for iteration in range(self.config.max_iterations):
+            reply = await policy.chat(
+                "planner",
+                self.prompts["planner"],
+                self.planner_message(query, iteration, steps, pool),
+                temperature=self.config.planner_temperature,
+            )
+            decision = parse_planner_action(reply)
+            if decision.error:
+                steps.append({"action": None, "error": decision.error})
+                pool_after_iteration.append(pool.ordered())
+                continue
+            if decision.action == "exit":
+                exited_before_retrieval = retrieval_calls == 0
+                steps.append({"action": "exit"})
+                break
+            queries, error = await self.run_agent(decision.action, query, policy)
+            for emitted in queries:
+                pool.add(self.retrieve(emitted))
+                retrieval_calls += 1
+            steps.append({"action": decision.action, "queries": queries, "error": error})
+            pool_after_iteration.append(pool.ordered())
+        else:
+            steps.append({"action": "exit", "forced": True})
+        ordered = pool.ordered()
+        gold = task.gold
+        components = statute_reward(
+            ordered,
+            gold,
+            coverage_gains(pool_after_iteration, gold),
+            planner_steps=len(steps),
+            exited_before_retrieval=exited_before_retrieval,
+            alpha=self.config.alpha,
+            step_penalty=self.config.step_penalty,
+            early_exit_penalty=self.config.early_exit_penalty,
+            recall_k=self.config.reward_recall_k,
+        )
+        mas_pool = ordered[: self.config.mas_k]
+        metrics = {
+            "mas_recall": recall(mas_pool, gold),
+            "mas_hit": hit(mas_pool, gold),
+            "pool_recall": recall(ordered, gold),
+            "pool_size": float(len(ordered)),
+            "retrieval_calls": float(retrieval_calls),
+            "iterations": float(sum(1 for s in steps if s["action"] not in (None, "exit"))),
+            "invalid_actions": float(sum(1 for s in steps if s.get("error"))),
+        }
+        return policy.finish(outcome=ordered, components=components, steps=steps, metrics=metrics)
+
+    def teacher(self, task: Task, rng: random.Random) -> Teacher:
+        """A naive scripted team for warm-start data: correct rewrites, but a planner that picks
+        agents uniformly at random and stops after 1-3 of them. GRPO's job is the planning."""
+        plan = task.meta.get("plan")
+        if plan is None:
+            raise NotImplementedError("the scripted teacher needs the demo world's task plans")
+        stop_after = rng.randint(1, 3)
+        calls = {"planner": 0}
+
+        def respond(role: str, messages: Messages) -> str:
+            domain = ACTS[plan["acts"][0]]
+            if role == "planner":
+                calls["planner"] += 1
+                if calls["planner"] > stop_after:
+                    return json.dumps(
+                        {"action": "exit", "reason": "the candidates cover the question"}
+                    )
+                action = rng.choice(REWRITE_AGENTS)
+                return json.dumps({"action": action, "reason": f"try {action.replace('_', ' ')}"})
+            if role == "single_element":
+                return json.dumps({"query": plan["concepts"][0]})
+            if role == "supplementary_element":
+                return json.dumps({"query": f"{plan['concepts'][0]} {domain} conditions"})
+            if role == "multi_element":
+                return json.dumps({"queries": plan["concepts"]})
+            if role == "supportive_law":
+                return json.dumps({"query": f"{PROCEDURE_TERMS} {domain}"})
+            if role == "abnormality_analyzer":
+                anomaly = "domain_overlap" if len(plan["concepts"]) > 1 else "none"
+                return json.dumps({"anomaly": anomaly, "diagnosis": f"a {domain} question"})
+            if role == "abnormality_rewriter":
+                return json.dumps({"query": f"{domain} rights", "reason": "name the domain"})
+            raise ValueError(f"no scripted reply for role {role!r}")
+
+        return respond

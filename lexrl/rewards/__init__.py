@@ -1,0 +1,1 @@
+"""Pure reward functions; each returns named components so the logs show what moved."""

@@ -1,0 +1,149 @@
+"""The generation-backend protocol and the `hf` backend (transformers in-process, micro-batched).
+
+A backend takes prompt token ids and sampling settings and returns completion ids with the
+sampler's per-token log-probs, tagged with the adapter version that produced them. The `hf`
+backend gathers the requests that concurrent episodes make into one left-padded batch per
+sampling setting, so K x G episodes cost a handful of `generate` calls rather than one each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 1.0
+    """0 means greedy decoding."""
+    max_new_tokens: int = 96
+
+
+@dataclass
+class Completion:
+    completion_ids: list[int]
+    logprobs: list[float]
+    """log p(token) under the distribution the token was drawn from (logits / temperature)."""
+    adapter_version: int
+
+
+class Backend(Protocol):
+    adapter_version: int
+
+    async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Completion: ...
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    sampling: Sampling
+    future: asyncio.Future
+
+
+class HFBackend:
+    """transformers `generate` on the live (LoRA) model; concurrent requests share a batch."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_batch_size: int = 64,
+        batch_wait_ms: float = 2.0,
+    ):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.batch_wait_s = batch_wait_ms / 1000
+        self.adapter_version = 0
+        self.batches_run = 0
+        self._queue: asyncio.Queue[_Request] | None = None
+        self._worker: asyncio.Task | None = None
+
+    async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
+        loop = asyncio.get_running_loop()
+        if self._queue is None or self._worker is None or self._worker.get_loop() is not loop:
+            self._queue = asyncio.Queue()
+            self._worker = loop.create_task(self._serve())
+        future = loop.create_future()
+        await self._queue.put(_Request(list(prompt_ids), sampling, future))
+        return await future
+
+    async def _serve(self) -> None:
+        assert self._queue is not None
+        while True:
+            requests = [await self._queue.get()]
+            # Let every episode that is ready to call the model enqueue before the batch is cut.
+            await asyncio.sleep(self.batch_wait_s)
+            while not self._queue.empty():
+                requests.append(self._queue.get_nowait())
+            by_sampling: dict[Sampling, list[_Request]] = defaultdict(list)
+            for request in requests:
+                by_sampling[request.sampling].append(request)
+            for sampling, same in by_sampling.items():
+                for start in range(0, len(same), self.max_batch_size):
+                    chunk = same[start : start + self.max_batch_size]
+                    try:
+                        results = self.generate_batch([r.prompt_ids for r in chunk], sampling)
+                    except Exception as error:  # noqa: BLE001 - the caller gets the error
+                        for request in chunk:
+                            if not request.future.done():
+                                request.future.set_exception(error)
+                        continue
+                    for request, result in zip(chunk, results, strict=True):
+                        if not request.future.done():
+                            request.future.set_result(result)
+
+    @torch.no_grad()
+    def generate_batch(self, prompts: list[list[int]], sampling: Sampling) -> list[Completion]:
+        """One padded `generate` call; log-probs are recomputed from the returned scores."""
+        self.batches_run += 1
+        pad_id = self.tokenizer.pad_token_id
+        eos_id = self.tokenizer.eos_token_id
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+            attention_mask[row, width - len(prompt) :] = 1
+        greedy = sampling.temperature <= 0
+        was_training = self.model.training
+        self.model.eval()
+        output = self.model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=sampling.max_new_tokens,
+            do_sample=not greedy,
+            temperature=None if greedy else sampling.temperature,
+            top_k=None,
+            top_p=None,
+            pad_token_id=pad_id,
+            eos_token_id=eos_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+        if was_training:
+            self.model.train()
+        generated = output.sequences[:, width:]
+        # Raw logits / temperature is the distribution sampled from (no top-k / top-p here), and
+        # the trainer recomputes exactly this quantity.
+        logits = torch.stack(output.logits, dim=1).float()
+        if not greedy:
+            logits = logits / sampling.temperature
+        token_logprobs = (
+            torch.log_softmax(logits, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1)
+        )
+        completions = []
+        for row in range(len(prompts)):
+            ids = generated[row].tolist()
+            length = ids.index(eos_id) + 1 if eos_id in ids else len(ids)
+            completions.append(
+                Completion(
+                    ids[:length], token_logprobs[row, :length].tolist(), self.adapter_version
+                )
+            )
+        return completions

@@ -1,0 +1,104 @@
+"""Atomic checkpoints: adapter, optimizer, scheduler, RNG of every process, step, data position.
+
+A checkpoint is written into a hidden staging folder and renamed into `checkpoints/step-NNNNNN`
+in one `os.replace`, so a run killed at any moment leaves only complete checkpoints behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate import Accelerator
+from peft import PeftModel, set_peft_model_state_dict
+from safetensors.torch import load_file
+
+STATE_FILE = "trainer_state.json"
+
+
+def checkpoint_dir(output_dir: str | Path, step: int) -> Path:
+    return Path(output_dir) / "checkpoints" / f"step-{step:06d}"
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    folder = Path(output_dir) / "checkpoints"
+    done = (
+        sorted(p for p in folder.glob("step-*") if (p / STATE_FILE).is_file())
+        if folder.is_dir()
+        else []
+    )
+    return done[-1] if done else None
+
+
+def rng_state() -> dict[str, Any]:
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(
+    output_dir: str | Path,
+    step: int,
+    policy: PeftModel,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    state: dict[str, Any],
+    accelerator: Accelerator,
+) -> Path:
+    target = checkpoint_dir(output_dir, step)
+    staging = target.parent / f".staging-{target.name}"
+    if accelerator.is_main_process:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    torch.save(rng_state(), staging / f"rng-{accelerator.process_index}.pt")
+    if accelerator.is_main_process:
+        policy.save_pretrained(staging / "adapter")
+        torch.save(optimizer.state_dict(), staging / "optimizer.pt")
+        torch.save(scheduler.state_dict(), staging / "scheduler.pt")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        (staging / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    accelerator.wait_for_everyone()
+    return target
+
+
+def load_adapter_weights(policy: PeftModel, adapter_dir: str | Path) -> None:
+    set_peft_model_state_dict(
+        policy, load_file(str(Path(adapter_dir) / "adapter_model.safetensors"))
+    )
+
+
+def load_checkpoint(
+    path: Path,
+    policy: PeftModel,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    accelerator: Accelerator,
+) -> dict[str, Any]:
+    """Restore everything `save_checkpoint` wrote; returns the trainer state (step, position...)."""
+    load_adapter_weights(policy, path / "adapter")
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
+    rng_file = path / f"rng-{accelerator.process_index}.pt"
+    if not rng_file.is_file():
+        raise FileNotFoundError(f"{rng_file} missing: resume with the same number of processes")
+    set_rng_state(torch.load(rng_file, weights_only=False))
+    return json.loads((path / STATE_FILE).read_text())

@@ -1,0 +1,125 @@
+"""Metrics to Weights & Biases, the console and `metrics.jsonl`; never crashes a run.
+
+Keys are namespaced (`reward/<component>`, `env/<metric>`, `agent/<role>/...`, `loss/...`,
+`perf/...`). W&B runs offline unless WANDB_API_KEY is set (`logging.wandb_mode: auto`); if W&B
+cannot start or log, the run goes on with the local files and says so once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from lexrl.config import Config, LoggingConfig
+
+console = Console(stderr=True)
+
+
+def resolve_wandb_mode(config: LoggingConfig) -> str:
+    if config.wandb_mode != "auto":
+        return config.wandb_mode
+    return "online" if os.environ.get("WANDB_API_KEY") else "offline"
+
+
+class RunLogger:
+    def __init__(self, config: Config, output_dir: str | Path, enabled: bool, resume: bool):
+        self.enabled = enabled
+        self.output_dir = Path(output_dir)
+        self.metrics_path = self.output_dir / "metrics.jsonl"
+        self.samples_path = self.output_dir / "samples.jsonl"
+        self._wandb = None
+        if not enabled:
+            return
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        mode = resolve_wandb_mode(config.logging)
+        if mode == "disabled":
+            return
+        try:
+            import wandb
+
+            run_id_file = self.output_dir / "wandb_run_id"
+            run_id = (
+                run_id_file.read_text().strip()
+                if resume and run_id_file.is_file()
+                else secrets.token_hex(4)
+            )
+            run_id_file.write_text(run_id)
+            self._wandb = wandb.init(
+                project=config.logging.wandb_project,
+                dir=str(self.output_dir),
+                mode=mode,
+                id=run_id,
+                resume="allow",
+                config=json.loads(json.dumps(_as_dict(config), default=str)),
+            )
+        except Exception as error:  # noqa: BLE001 - W&B trouble must not stop training
+            warnings.warn(f"W&B disabled for this run: {error}", stacklevel=2)
+            self._wandb = None
+
+    def truncate_after(self, step: int) -> None:
+        """Drop the lines a crashed run wrote after its last checkpoint; they are redone."""
+        for path in (self.metrics_path, self.samples_path):
+            if self.enabled and path.is_file():
+                kept = [
+                    line
+                    for line in path.read_text(encoding="utf-8").splitlines()
+                    if json.loads(line)["step"] <= step
+                ]
+                path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        if not self.enabled:
+            return
+        with self.metrics_path.open("a", encoding="utf-8") as file:
+            file.write(json.dumps({"step": step, **metrics}) + "\n")
+        shown = {
+            k: metrics[k]
+            for k in metrics
+            if k.startswith(("reward/total", "env/mas_recall", "loss/policy", "perf/step"))
+        }
+        console.print(f"step {step}: " + "  ".join(f"{k}={v:.4f}" for k, v in shown.items()))
+        self._wandb_call("log", metrics, step=step)
+
+    def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """A table of sample turns per role (role, prompt tail, completion, reward)."""
+        if not self.enabled or not rows:
+            return
+        with self.samples_path.open("a", encoding="utf-8") as file:
+            for row in rows:
+                file.write(json.dumps({"step": step, **row}, ensure_ascii=False) + "\n")
+        if self._wandb is not None:
+            try:
+                import wandb
+
+                columns = list(rows[0])
+                table = wandb.Table(
+                    columns=columns, data=[[row[c] for c in columns] for row in rows]
+                )
+                self._wandb_call("log", {"samples": table}, step=step)
+            except Exception as error:  # noqa: BLE001
+                warnings.warn(f"W&B sample table not logged: {error}", stacklevel=2)
+
+    def _wandb_call(self, method: str, *args: Any, **kwargs: Any) -> None:
+        if self._wandb is None:
+            return
+        try:
+            getattr(self._wandb, method)(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001
+            warnings.warn(f"W&B stopped logging: {error}", stacklevel=2)
+            self._wandb = None
+
+    def finish(self) -> None:
+        if self._wandb is not None:
+            self._wandb_call("finish")
+
+
+def _as_dict(config: Config) -> dict:
+    from dataclasses import asdict
+
+    return asdict(config)

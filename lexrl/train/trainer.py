@@ -1,0 +1,305 @@
+"""GRPO over whole multi-agent trajectories: the training loop.
+
+Each step: take G tasks (each process its share) -> K episodes per task, run concurrently ->
+rewards -> group advantages -> one row per trainable Turn -> micro-batched update of the LoRA
+policy (base frozen) -> the rollout backend gets the new adapter version -> log -> checkpoint.
+
+1 process:  lexrl train configs/demo_cpu.yaml
+N processes (DDP, gloo on CPU / nccl on GPU):
+            accelerate launch --num_processes N -m lexrl.cli train configs/demo_cpu.yaml
+Departures from LegalMALR (seed 001): the demo base is warm-started on scripted episodes first
+(`warmstart`), and the optimizer runs a fixed number of steps rather than 10 epochs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from transformers import PreTrainedTokenizerBase
+
+from lexrl.config import Config, save_config
+from lexrl.envs import make_env
+from lexrl.envs.base import Env
+from lexrl.eval.evaluate import evaluate, print_summary
+from lexrl.models import add_lora, load_base, tiny_model_dir
+from lexrl.rollout.backend import HFBackend
+from lexrl.rollout.engine import run_groups
+from lexrl.rollout.policy import Policy
+from lexrl.train.advantages import rows_from_groups
+from lexrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from lexrl.train.learner import Learner
+from lexrl.train.logger import RunLogger, console
+from lexrl.train.warmstart import build_warmstarted_base
+from lexrl.types import Group, Task
+
+
+def task_at(tasks: list[Task], position: int, seed: int) -> Task:
+    """The task at a global data position: a fresh seeded permutation each epoch (resumable)."""
+    epoch, offset = divmod(position, len(tasks))
+    order = random.Random(seed * 1_000_003 + epoch).sample(range(len(tasks)), len(tasks))
+    return tasks[order[offset]]
+
+
+def resolve_base(config: Config, env: Env, accelerator: Accelerator) -> Path | str:
+    """The base model path; for `tiny`, build (and warm-start) it once on the main process."""
+    if config.model.name_or_path != "tiny":
+        return config.model.name_or_path
+    with accelerator.main_process_first():
+        base_dir = tiny_model_dir(config.model, env.text_corpus())
+        if config.warmstart.enabled:
+            base_dir = build_warmstarted_base(
+                env,
+                base_dir,
+                config.warmstart,
+                seed=config.model.tiny_seed,
+                load=lambda path: load_base(config.model, path=path),
+            )
+    return base_dir
+
+
+def build_policy(
+    config: Config, accelerator: Accelerator
+) -> tuple[Env, Any, PreTrainedTokenizerBase]:
+    env = make_env(config.env)
+    model, tokenizer = load_base(config.model, path=resolve_base(config, env, accelerator))
+    return env, add_lora(model, config.lora, config.run.seed), tokenizer
+
+
+def step_metrics(groups: list[Group], env: Env) -> dict[str, float]:
+    """Sums (not means) of this process's episode statistics, reduced across processes later."""
+    trajectories = [t for g in groups for t in g.trajectories]
+    sums: Counter[str] = Counter()
+    sums["count/episodes"] = len(trajectories)
+    for group in groups:
+        rewards = torch.tensor(group.rewards)
+        sums["reward/group_std"] += float(rewards.std(unbiased=False))
+        sums["count/groups"] += 1
+    for trajectory in trajectories:
+        sums["reward/total"] += trajectory.reward
+        for key, value in trajectory.components.items():
+            sums[f"reward/{key}"] += value
+        for key, value in trajectory.metrics.items():
+            sums[f"env/{key}"] += value
+        for step in trajectory.steps:
+            if step.get("action"):
+                sums[f"agent/planner/action/{step['action']}"] += 1
+        for turn in trajectory.turns:
+            sums[f"agent/{turn.role}/turns"] += 1
+            sums[f"agent/{turn.role}/tokens"] += len(turn.completion_ids)
+            sums["perf/tokens_generated"] += len(turn.completion_ids)
+    return dict(sums)
+
+
+def reduce_metric_sums(
+    sums: dict[str, float], keys: list[str], accelerator: Accelerator
+) -> dict[str, float]:
+    values = torch.tensor([float(sums.get(k, 0.0)) for k in keys], dtype=torch.float64)
+    if accelerator.num_processes > 1:
+        values = accelerator.reduce(values, reduction="sum")
+    totals = dict(zip(keys, values.tolist(), strict=True))
+    episodes = max(totals.pop("count/episodes"), 1.0)
+    groups = max(totals.pop("count/groups"), 1.0)
+    out = {}
+    for key, value in totals.items():
+        if key == "reward/group_std":
+            out[key] = value / groups
+        elif key.startswith(("reward/", "env/", "agent/planner/action/")) or key.endswith("/turns"):
+            out[key] = value / episodes
+        elif key.endswith("/tokens"):
+            turns = totals.get(key.replace("/tokens", "/turns"), 0.0) * 1.0
+            out[key] = value / max(turns, 1.0)
+        else:
+            out[key] = value
+    return out
+
+
+def metric_keys(env: Env) -> list[str]:
+    keys = [
+        "count/episodes",
+        "count/groups",
+        "reward/total",
+        "reward/group_std",
+        "perf/tokens_generated",
+    ]
+    keys += [f"reward/{c}" for c in getattr(env, "reward_components", ())]
+    keys += [f"env/{m}" for m in getattr(env, "episode_metrics", ())]
+    keys += [f"agent/planner/action/{a}" for a in getattr(env, "actions", ())]
+    for role in env.roles:
+        keys += [f"agent/{role}/turns", f"agent/{role}/tokens"]
+    return keys
+
+
+def sample_rows(groups: list[Group], tokenizer: PreTrainedTokenizerBase) -> list[dict[str, Any]]:
+    """The turns of the first trajectory of each group, for reading (W&B table, samples.jsonl)."""
+    rows = []
+    for group in groups:
+        trajectory = group.trajectories[0]
+        for turn in trajectory.turns:
+            prompt = tokenizer.decode(turn.prompt_ids, skip_special_tokens=True)
+            rows.append(
+                {
+                    "task": trajectory.task_id,
+                    "role": turn.role,
+                    "prompt_tail": prompt[-300:],
+                    "completion": turn.text,
+                    "reward": trajectory.reward,
+                }
+            )
+    return rows
+
+
+def plot_learning_curve(output_dir: Path, summaries: dict[str, dict[str, float]]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [
+        json.loads(line)
+        for line in (output_dir / "metrics.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    steps = [r["step"] for r in records]
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for key, label in (("reward/total", "train reward"), ("env/mas_recall", "train MAS recall")):
+        if records and key in records[0]:
+            axis.plot(steps, [r[key] for r in records], label=label)
+    for name, style in (("before", ":"), ("after", "--")):
+        if name in summaries and "mas_recall" in summaries[name]:
+            axis.axhline(
+                summaries[name]["mas_recall"],
+                linestyle=style,
+                color="black",
+                label=f"eval MAS recall {name}",
+            )
+    axis.set_xlabel("optimizer step")
+    axis.legend()
+    axis.grid(alpha=0.3)
+    path = output_dir / "learning_curve.png"
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def train(config: Config) -> dict[str, dict[str, float]]:
+    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    output_dir = Path(config.run.output_dir)
+    main = accelerator.is_main_process
+    set_seed(config.run.seed)
+    env, policy, tokenizer = build_policy(config, accelerator)
+    learner = Learner(
+        policy, config.grpo, config.run.max_steps, accelerator, tokenizer.pad_token_id
+    )
+    backend = HFBackend(
+        learner.policy, tokenizer, config.rollout.max_batch_size, config.rollout.batch_wait_ms
+    )
+
+    state = {"position": 0, "adapter_version": 0}
+    step = 0
+    checkpoint = latest_checkpoint(output_dir) if config.run.resume else None
+    if config.run.resume and checkpoint is None and main:
+        console.print(f"no checkpoint in {output_dir}/checkpoints: starting from scratch")
+    if checkpoint is not None:
+        state = load_checkpoint(
+            checkpoint, learner.policy, learner.optimizer, learner.scheduler, accelerator
+        )
+        step = state.pop("step")
+        backend.adapter_version = state["adapter_version"]
+        if main:
+            console.print(f"resumed from {checkpoint} (step {step})")
+    else:
+        # Different sampling per process; set_seed above made the LoRA init identical.
+        set_seed(config.run.seed, device_specific=True)
+    logger = RunLogger(config, output_dir, enabled=main, resume=checkpoint is not None)
+    logger.truncate_after(step)
+    if main:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        save_config(config, output_dir / "config.yaml")
+
+    summaries: dict[str, dict[str, float]] = {}
+    before_file = output_dir / "eval_before_summary.json"
+    if config.run.eval_before and main:
+        if before_file.is_file() and checkpoint is not None:
+            summaries["before"] = json.loads(before_file.read_text())
+        else:
+            with torch.random.fork_rng():
+                summaries["before"] = evaluate(
+                    env, backend, tokenizer, config, output_dir, "eval_before"
+                )
+            print_summary(summaries, console)
+    accelerator.wait_for_everyone()
+
+    train_tasks = env.tasks("train")
+    per_step = config.grpo.tasks_per_step
+    if per_step % accelerator.num_processes:
+        raise ValueError(
+            f"grpo.tasks_per_step={per_step} must be a multiple of the {accelerator.num_processes} processes"
+        )
+    keys = metric_keys(env)
+    while step < config.run.max_steps:
+        started = time.perf_counter()
+        step_tasks = [
+            task_at(train_tasks, state["position"] + i, config.run.seed) for i in range(per_step)
+        ]
+        mine = step_tasks[accelerator.process_index :: accelerator.num_processes]
+        groups = run_groups(
+            env,
+            mine,
+            config.grpo.num_generations,
+            lambda task: Policy(backend, tokenizer, task.id, config.rollout.max_new_tokens),
+            max_concurrent=config.rollout.max_concurrent_episodes,
+            progress=False,
+        )
+        rollout_s = time.perf_counter() - started
+        offset = accelerator.process_index * len(mine) * config.grpo.num_generations
+        rows = rows_from_groups(groups, config.grpo.scale_rewards, config.grpo.std_eps, offset)
+        update_started = time.perf_counter()
+        losses = learner.update(rows)
+        update_s = time.perf_counter() - update_started
+        step += 1
+        state["position"] += per_step
+        state["adapter_version"] += 1
+        backend.adapter_version = state["adapter_version"]
+
+        metrics = reduce_metric_sums(step_metrics(groups, env), keys, accelerator)
+        metrics.update(losses)
+        metrics.update(
+            {
+                "perf/rollout_s": rollout_s,
+                "perf/update_s": update_s,
+                "perf/step_s": time.perf_counter() - started,
+            }
+        )
+        if step % config.logging.log_every == 0:
+            logger.log(step, metrics)
+        if config.logging.samples_every and step % config.logging.samples_every == 0:
+            logger.log_samples(step, sample_rows(groups, tokenizer))
+        if step % config.run.save_every == 0 or step == config.run.max_steps:
+            save_checkpoint(
+                output_dir,
+                step,
+                learner.policy,
+                learner.optimizer,
+                learner.scheduler,
+                {**state},
+                accelerator,
+            )
+
+    if config.run.eval_after and main:
+        summaries["after"] = evaluate(env, backend, tokenizer, config, output_dir, "eval_after")
+        print_summary(summaries, console)
+        (output_dir / "eval_summary.json").write_text(json.dumps(summaries, indent=2))
+        curve = plot_learning_curve(output_dir, summaries)
+        console.print(f"learning curve: {curve}")
+    accelerator.wait_for_everyone()
+    logger.finish()
+    return summaries

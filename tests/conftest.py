@@ -1,0 +1,42 @@
+"""Shared fixtures: the statute demo env and the built-in tiny model, built once per session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("model_cache"))
+
+
+@pytest.fixture(scope="session")
+def statute_env():
+    from lexrl.config import EnvConfig
+    from lexrl.envs import make_env
+
+    return make_env(EnvConfig())
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(model_cache, statute_env) -> str:
+    from lexrl.config import ModelConfig
+    from lexrl.models import tiny_model_dir
+
+    return str(tiny_model_dir(ModelConfig(cache_dir=model_cache), statute_env.text_corpus()))
+
+
+@pytest.fixture()
+def tiny_model(tiny_model_path):
+    """A fresh copy of the tiny base model and its tokenizer (tests may change weights)."""
+    from lexrl.config import ModelConfig
+    from lexrl.models import load_base
+
+    return load_base(ModelConfig(), path=tiny_model_path)

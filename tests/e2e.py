@@ -1,0 +1,63 @@
+"""Helpers for end-to-end tests: a tiny-budget config and the `lexrl` command line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TINY_RUN = """
+model:
+  name_or_path: tiny
+  cache_dir: {cache}
+lora:
+  r: 4
+  alpha: 8
+rollout:
+  max_new_tokens: 24
+grpo:
+  num_generations: 4
+  tasks_per_step: 2
+  loss: grpo
+  learning_rate: 0.01
+  micro_batch_size: 16
+env:
+  statute:
+    first_stage_k: 10
+    final_k: 3
+    mas_k: 6
+    max_iterations: 2
+warmstart:
+  enabled: true
+  num_episodes: 40
+  epochs: 1
+eval:
+  max_tasks: 4
+  samples_per_task: 1
+logging:
+  wandb_mode: offline
+  samples_every: 1
+run:
+  output_dir: {out}
+  max_steps: {steps}
+  save_every: 1
+  eval_before: {evals}
+  eval_after: {evals}
+"""
+
+
+def write_config(path: Path, cache: str, out: Path, steps: int = 2, evals: bool = True) -> Path:
+    path.write_text(TINY_RUN.format(cache=cache, out=out, steps=steps, evals=str(evals).lower()))
+    return path
+
+
+def lexrl_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "lexrl.cli", *args]
+
+
+def run_lexrl(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        lexrl_command(*args), capture_output=True, text=True, timeout=timeout, env=env
+    )

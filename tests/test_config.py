@@ -1,0 +1,46 @@
+from pathlib import Path
+
+import pytest
+
+from lexrl.config import Config, ConfigError, load_config
+
+CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_every_shipped_config_loads(path):
+    assert isinstance(load_config(path), Config)
+
+
+def test_override_sets_nested_field(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("grpo:\n  num_generations: 4\n")
+    config = load_config(path, ["--grpo.num_generations", "6", "--env.statute.alpha", "0.3"])
+    assert config.grpo.num_generations == 6
+    assert config.env.statute.alpha == 0.3
+
+
+def test_unknown_key_names_file_and_key(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("grpo:\n  num_gens: 4\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml.*num_gens"):
+        load_config(path)
+
+
+def test_wrong_type_names_the_dotted_key(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("env:\n  statute:\n    max_iterations: four\n")
+    with pytest.raises(ConfigError, match=r"env\.statute\.max_iterations"):
+        load_config(path)
+
+
+def test_bad_choice_is_rejected(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("grpo:\n  loss: ppo\n")
+    with pytest.raises(ConfigError, match="grpo.loss"):
+        load_config(path)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="nope.yaml"):
+        load_config(tmp_path / "nope.yaml")

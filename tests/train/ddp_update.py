@@ -1,0 +1,76 @@
+"""One learner update on a fixed global batch; run under `accelerate launch` by test_ddp.py.
+
+usage: accelerate launch --cpu --num_processes N tests/train/ddp_update.py MODEL_DIR OUT_FILE
+Each process takes its share of the trajectories (as the trainer does), updates once, and rank 0
+saves the LoRA weights to OUT_FILE.
+"""
+
+import sys
+
+import torch
+from accelerate import Accelerator
+
+from lexrl.config import GRPOConfig, LoraConfig, ModelConfig
+from lexrl.models import add_lora, load_base
+from lexrl.train.advantages import Row
+from lexrl.train.learner import Learner
+
+
+def fixed_rows() -> list[Row]:
+    generator = torch.Generator().manual_seed(0)
+    rows = []
+    for trajectory in range(8):
+        advantage = float(torch.randn(1, generator=generator))
+        for _ in range(1 + trajectory % 3):
+            prompt = torch.randint(
+                3, 200, (int(torch.randint(4, 15, (1,), generator=generator)),), generator=generator
+            )
+            completion = torch.randint(
+                3, 200, (int(torch.randint(1, 7, (1,), generator=generator)),), generator=generator
+            )
+            logprobs = (-torch.rand(len(completion), generator=generator) * 3).tolist()
+            rows.append(
+                Row(
+                    prompt.tolist(),
+                    completion.tolist(),
+                    logprobs,
+                    advantage,
+                    0.8,
+                    trajectory,
+                    "planner",
+                )
+            )
+    return rows
+
+
+def main() -> None:
+    model_dir, out_file, loss = sys.argv[1], sys.argv[2], sys.argv[3]
+    accelerator = Accelerator(cpu=True)
+    model, tokenizer = load_base(ModelConfig(), path=model_dir)
+    policy = add_lora(model, LoraConfig(r=4, alpha=8), seed=0)
+    # A non-zero B makes the first step's gradient reach both LoRA matrices.
+    with torch.no_grad():
+        for name, parameter in policy.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(
+                    torch.randn(parameter.shape, generator=torch.Generator().manual_seed(1)) * 0.01
+                )
+    config = GRPOConfig(loss=loss, learning_rate=1e-2, micro_batch_size=2, beta=0.05)
+    learner = Learner(
+        policy, config, max_steps=3, accelerator=accelerator, pad_id=tokenizer.pad_token_id
+    )
+    mine = [
+        r
+        for r in fixed_rows()
+        if r.trajectory % accelerator.num_processes == accelerator.process_index
+    ]
+    learner.update(mine)
+    if accelerator.is_main_process:
+        torch.save(
+            {n: p.detach() for n, p in learner.policy.named_parameters() if "lora_" in n}, out_file
+        )
+    accelerator.wait_for_everyone()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+import pytest
+import torch
+from accelerate import Accelerator
+
+from lexrl.config import GRPOConfig, LoraConfig
+from lexrl.models import add_lora
+from lexrl.train.advantages import Row
+from lexrl.train.learner import Learner
+
+
+def _rows(advantages, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for index, advantage in enumerate(advantages):
+        prompt = torch.randint(
+            3, 200, (int(torch.randint(5, 12, (1,), generator=generator)),), generator=generator
+        )
+        completion = torch.randint(
+            3, 200, (int(torch.randint(2, 6, (1,), generator=generator)),), generator=generator
+        )
+        rows.append(
+            Row(
+                prompt.tolist(),
+                completion.tolist(),
+                [-2.0] * len(completion),
+                advantage,
+                1.0,
+                index // 2,
+                "planner",
+            )
+        )
+    return rows
+
+
+def _snapshot(model):
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def _learner(tiny_model, loss="grpo"):
+    model, tokenizer = tiny_model
+    policy = add_lora(model, LoraConfig(r=4, alpha=8), seed=0)
+    config = GRPOConfig(loss=loss, learning_rate=1e-2, micro_batch_size=3)
+    return Learner(
+        policy,
+        config,
+        max_steps=5,
+        accelerator=Accelerator(cpu=True),
+        pad_id=tokenizer.pad_token_id,
+    )
+
+
+def test_zero_advantage_moves_no_weight(tiny_model):
+    learner = _learner(tiny_model)
+    before = _snapshot(learner.policy)
+    learner.update(_rows([0.0] * 6))
+    after = _snapshot(learner.policy)
+    assert all(torch.equal(before[name], after[name]) for name in before)
+
+
+@pytest.mark.parametrize("loss", ["reinforce", "grpo", "dr_grpo", "dapo"])
+def test_update_moves_lora_only_never_the_base(tiny_model, loss):
+    learner = _learner(tiny_model, loss)
+    before = _snapshot(learner.policy)
+    metrics = learner.update(_rows([1.0, 1.0, -1.0, -1.0, 0.5, -0.5]))
+    after = _snapshot(learner.policy)
+    moved = {name for name in before if not torch.equal(before[name], after[name])}
+    assert moved, "a non-zero advantage must change the adapter"
+    assert all("lora_" in name for name in moved), sorted(n for n in moved if "lora_" not in n)
+    assert metrics["loss/grad_norm"] > 0

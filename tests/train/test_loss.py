@@ -1,0 +1,94 @@
+import math
+
+import pytest
+import torch
+
+from lexrl.train.advantages import group_advantages, rows_from_groups
+from lexrl.train.loss import LossInputs, Totals, policy_loss
+from lexrl.types import Group, Task, Trajectory, Turn
+
+
+def test_group_advantages_by_hand():
+    rewards = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
+    assert torch.allclose(group_advantages(rewards, "group", eps=0.0)[0], torch.tensor([1.0, -1.0]))
+    assert torch.equal(group_advantages(rewards, "group")[1], torch.tensor([0.0, 0.0]))
+    assert torch.allclose(
+        group_advantages(rewards, "none"), torch.tensor([[0.5, -0.5], [0.0, 0.0]])
+    )
+    batch_std = rewards.std(unbiased=False)
+    assert torch.allclose(
+        group_advantages(rewards, "batch", eps=0.0)[0], torch.tensor([0.5, -0.5]) / batch_std
+    )
+
+
+def _toy():
+    """Two trajectories of one group: traj 0 (reward 1) has two turns, traj 1 (reward 0) one."""
+    turns0 = [
+        Turn("planner", [1], [2, 3], [-1.0, -2.0], "", 0),
+        Turn("single_element", [1], [4], [-0.5], "", 0),
+    ]
+    turns1 = [
+        Turn("planner", [1], [5, 6], [-1.5, -0.5], "", 0),
+        Turn("judge", [1], [7], [-1.0], "", 0, trainable=False),
+    ]
+    group = Group(
+        Task("t", {}, []),
+        [Trajectory("t", turns0, reward=1.0), Trajectory("t", turns1, reward=0.0)],
+    )
+    rows = rows_from_groups([group], "group", eps=0.0)
+    return rows
+
+
+def _inputs(rows, logprobs):
+    width = max(len(r.completion_ids) for r in rows)
+    mask = torch.zeros(len(rows), width)
+    sampler = torch.zeros(len(rows), width)
+    for i, r in enumerate(rows):
+        mask[i, : len(r.completion_ids)] = 1
+        sampler[i, : len(r.completion_ids)] = torch.tensor(r.sampler_logprobs)
+    return LossInputs(logprobs, sampler, torch.tensor([r.advantage for r in rows]), mask)
+
+
+def test_rows_carry_trajectory_advantage_and_skip_untrainable_turns():
+    rows = _toy()
+    assert [(r.role, r.advantage, r.trajectory) for r in rows] == [
+        ("planner", 1.0, 0),
+        ("single_element", 1.0, 0),
+        ("planner", -1.0, 1),
+    ]
+
+
+def test_reinforce_loss_by_hand():
+    rows = _toy()
+    logprobs = torch.tensor([[-1.0, -2.0], [-0.5, 0.0], [-1.5, -0.5]])
+    loss, _ = policy_loss(_inputs(rows, logprobs), Totals(2, 3, 5, 2), "reinforce")
+    # -(1/2) * [ +1 * (-1 - 2 - 0.5) + (-1) * (-1.5 - 0.5) ] = -(1/2) * (-3.5 + 2) = 0.75
+    assert loss.item() == pytest.approx(0.75)
+
+
+def test_grpo_loss_clips_by_hand():
+    rows = _toy()
+    # Row 0 moved up by log(1.5) on its first token: ratio 1.5 > 1.2 is clipped for A = +1.
+    logprobs = torch.tensor([[-1.0 + math.log(1.5), -2.0], [-0.5, 0.0], [-1.5, -0.5]])
+    inputs = _inputs(rows, logprobs)
+    loss, metrics = policy_loss(inputs, Totals(2, 3, 5, 2), "grpo", epsilon=0.2)
+    # Row means of -min(r*A, clip(r)*A): row0 = -(1.2 + 1)/2, row1 = -1, row2 = -(-1 -1)/2 = 1.
+    expected = (-(1.2 + 1.0) / 2 - 1.0 + 1.0) / 3
+    assert loss.item() == pytest.approx(expected)
+    assert metrics["clip_fraction"] == pytest.approx(1 / 5)
+    dapo, _ = policy_loss(inputs, Totals(2, 3, 5, 2), "dapo", epsilon=0.2, epsilon_high=0.28)
+    assert dapo.item() == pytest.approx((-1.28 - 1.0 - 1.0 + 1.0 + 1.0) / 5)
+    dr, _ = policy_loss(inputs, Totals(2, 3, 5, 2), "dr_grpo", epsilon=0.2)
+    assert dr.item() == pytest.approx((-1.2 - 1.0 - 1.0 + 1.0 + 1.0) / (3 * 2))
+
+
+def test_kl_term_is_zero_at_the_reference_and_positive_away_from_it():
+    rows = _toy()
+    logprobs = torch.tensor([[-1.0, -2.0], [-0.5, 0.0], [-1.5, -0.5]])
+    inputs = _inputs(rows, logprobs)
+    inputs.ref_logprobs = logprobs.clone()
+    _, metrics = policy_loss(inputs, Totals(2, 3, 5, 2), "grpo", beta=0.1)
+    assert metrics["kl"] == pytest.approx(0.0)
+    inputs.ref_logprobs = logprobs - 0.3
+    _, metrics = policy_loss(inputs, Totals(2, 3, 5, 2), "grpo", beta=0.1)
+    assert metrics["kl"] == pytest.approx(math.exp(-0.3) + 0.3 - 1, rel=1e-5)
