@@ -163,7 +163,7 @@ class Learner:
                 # DDP averages gradients over processes; the loss is already a share of the
                 # global sum, so undo the average.
                 self.accelerator.backward(loss * self.accelerator.num_processes)
-            sums["loss"] += float(loss)
+            sums["loss"] += loss.item()
             for key in ("clip_fraction", "kl", "sampler_logprob_diff"):
                 sums[key] += step_metrics[key] * step_metrics["tokens"]
             sums["tokens"] += step_metrics["tokens"]

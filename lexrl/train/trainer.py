@@ -6,7 +6,7 @@ policy (base frozen) -> the rollout backend gets the new adapter version -> log 
 
 1 process:  lexrl train configs/demo_cpu.yaml
 N processes (DDP, gloo on CPU / nccl on GPU):
-            accelerate launch --num_processes N -m lexrl.cli train configs/demo_cpu.yaml
+            accelerate launch --multi_gpu --num_processes N -m lexrl.cli train configs/demo_cpu.yaml
 Departures from LegalMALR (seed 001): the demo base is warm-started on scripted episodes first
 (`warmstart`), and the optimizer runs a fixed number of steps rather than 10 epochs.
 """
@@ -101,6 +101,8 @@ def step_metrics(groups: list[Group], env: Env) -> dict[str, float]:
 def reduce_metric_sums(
     sums: dict[str, float], keys: list[str], accelerator: Accelerator
 ) -> dict[str, float]:
+    """Sum over processes, then turn sums into means: per episode (rewards, env metrics, turns
+    and planner actions), per group (reward std), per turn (`agent/<role>/tokens`)."""
     values = torch.tensor([float(sums.get(k, 0.0)) for k in keys], dtype=torch.float64)
     if accelerator.num_processes > 1:
         values = accelerator.reduce(values, reduction="sum")
@@ -114,8 +116,7 @@ def reduce_metric_sums(
         elif key.startswith(("reward/", "env/", "agent/planner/action/")) or key.endswith("/turns"):
             out[key] = value / episodes
         elif key.endswith("/tokens"):
-            turns = totals.get(key.replace("/tokens", "/turns"), 0.0) * 1.0
-            out[key] = value / max(turns, 1.0)
+            out[key] = value / max(totals[key.replace("/tokens", "/turns")], 1.0)
         else:
             out[key] = value
     return out

@@ -84,10 +84,14 @@ def supervised_finetune(
     return losses
 
 
-def warmstart_dir(base_dir: Path, config: WarmstartConfig, seed: int) -> Path:
+def warmstart_dir(base_dir: Path, config: WarmstartConfig, seed: int, rows: list[Row]) -> Path:
+    """Cache folder keyed by the base, the settings and the exact SFT tokens (so any change to
+    the env's prompts or workflow builds a new warm-start instead of reusing a stale one)."""
     key = hashlib.sha256(
-        json.dumps([str(base_dir), config.__dict__, seed], sort_keys=True).encode()
+        json.dumps([base_dir.name, config.__dict__, seed], sort_keys=True).encode()
     )
+    for row in rows:
+        key.update(json.dumps([row.prompt_ids, row.completion_ids]).encode())
     return base_dir.parent / f"{base_dir.name}-warm-{key.hexdigest()[:12]}"
 
 
@@ -99,12 +103,12 @@ def build_warmstarted_base(
     load: Callable[[Path], tuple[PreTrainedModel, PreTrainedTokenizerBase]],
 ) -> Path:
     """Fine-tune the model in `base_dir` on scripted episodes and save it beside it (cached)."""
-    target = warmstart_dir(base_dir, config, seed)
+    model, tokenizer = load(base_dir)
+    rows = scripted_rows(env, tokenizer, config.num_episodes, seed)
+    target = warmstart_dir(base_dir, config, seed, rows)
     if (target / "config.json").is_file():
         return target
-    model, tokenizer = load(base_dir)
     torch.manual_seed(seed)
-    rows = scripted_rows(env, tokenizer, config.num_episodes, seed)
     losses = supervised_finetune(model, rows, config, tokenizer.pad_token_id, seed)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
     model.save_pretrained(staging)

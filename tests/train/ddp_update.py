@@ -1,8 +1,8 @@
 """One learner update on a fixed global batch; run under `accelerate launch` by test_ddp.py.
 
-usage: accelerate launch --cpu --num_processes N tests/train/ddp_update.py MODEL_DIR OUT_FILE
+usage: accelerate launch --multi_gpu --num_processes N tests/train/ddp_update.py MODEL_DIR OUT_FILE
 Each process takes its share of the trajectories (as the trainer does), updates once, and rank 0
-saves the LoRA weights to OUT_FILE.
+saves the all-reduced gradients and the updated LoRA weights to OUT_FILE.
 """
 
 import sys
@@ -55,10 +55,23 @@ def main() -> None:
                 parameter.copy_(
                     torch.randn(parameter.shape, generator=torch.Generator().manual_seed(1)) * 0.01
                 )
-    config = GRPOConfig(loss=loss, learning_rate=1e-2, micro_batch_size=2, beta=0.05)
+    # No clipping: clipping (and Adam's first step) would hide a wrongly scaled gradient.
+    config = GRPOConfig(
+        loss=loss, learning_rate=1e-2, micro_batch_size=2, beta=0.05, max_grad_norm=1e9
+    )
     learner = Learner(
         policy, config, max_steps=3, accelerator=accelerator, pad_id=tokenizer.pad_token_id
     )
+    grads = {}
+    step = learner.optimizer.step
+
+    def capture_gradients_then_step(*args, **kwargs):
+        grads.update(
+            {n: p.grad.clone() for n, p in learner.policy.named_parameters() if p.grad is not None}
+        )
+        return step(*args, **kwargs)
+
+    learner.optimizer.step = capture_gradients_then_step
     mine = [
         r
         for r in fixed_rows()
@@ -66,9 +79,14 @@ def main() -> None:
     ]
     learner.update(mine)
     if accelerator.is_main_process:
-        torch.save(
-            {n: p.detach() for n, p in learner.policy.named_parameters() if "lora_" in n}, out_file
-        )
+        lora = {n: p.detach() for n, p in learner.policy.named_parameters() if "lora_" in n}
+        record = {
+            "num_processes": accelerator.num_processes,
+            "rows_on_rank0": len(mine),
+            "lora": lora,
+            "grads": grads,
+        }
+        torch.save(record, out_file)
     accelerator.wait_for_everyone()
 
 

@@ -50,6 +50,12 @@ ROLES = (
 )
 REWRITE_AGENTS = tuple(action for action in PLANNER_ACTIONS if action != "exit")
 POOL_SHOWN_TO_PLANNER = 5
+LABELS = {
+    "en": {"question": "Question", "iteration": "Iteration", "used": "Agents used", "none": "none",
+           "candidates": "Candidates", "diagnosis": "Diagnosis"},
+    "zh": {"question": "问题", "iteration": "轮次", "used": "已调用的智能体", "none": "无",
+           "candidates": "候选法条", "diagnosis": "诊断"},
+}  # fmt: skip
 
 
 def load_prompts(language: str) -> dict[str, str]:
@@ -149,11 +155,12 @@ class StatuteEnv(Env):
     def planner_message(
         self, query: str, iteration: int, steps: list[dict], pool: CandidatePool
     ) -> str:
+        label = LABELS[self.config.language]
         used = [s["action"] for s in steps if s.get("action")]
         lines = [
-            f"Question: {query}",
-            f"Iteration: {iteration + 1}/{self.config.max_iterations}",
-            f"Agents used: {', '.join(used) if used else 'none'}",
+            f"{label['question']}: {query}",
+            f"{label['iteration']}: {iteration + 1}/{self.config.max_iterations}",
+            f"{label['used']}: {', '.join(used) if used else label['none']}",
         ]
         for step in steps:
             for emitted in step.get("queries", []):
@@ -161,7 +168,8 @@ class StatuteEnv(Env):
         shown = [
             self.corpus[self.id_to_index[d]]["name"] for d in pool.ordered()[:POOL_SHOWN_TO_PLANNER]
         ]
-        lines.append(f"Candidates ({len(pool)}): {'; '.join(shown) if shown else 'none'}")
+        shown_text = "; ".join(shown) if shown else label["none"]
+        lines.append(f"{label['candidates']} ({len(pool)}): {shown_text}")
         return "\n".join(lines)
 
     async def run_agent(
@@ -169,7 +177,8 @@ class StatuteEnv(Env):
     ) -> tuple[list[str], str | None]:
         """Call the chosen rewrite agent(s); returns the emitted queries and a parse error."""
         temperature = self.config.rewriter_temperature
-        message = f"Question: {query}"
+        label = LABELS[self.config.language]
+        message = f"{label['question']}: {query}"
         if action == "abnormality_analyzer":
             reply = await policy.chat(
                 action, self.prompts[action], message, temperature=temperature
@@ -177,7 +186,7 @@ class StatuteEnv(Env):
             diagnosis = parse_diagnosis(reply)
             if diagnosis.error:
                 return [], diagnosis.error
-            message += f"\nDiagnosis: {json.dumps(diagnosis.fields, ensure_ascii=False)}"
+            message += f"\n{label['diagnosis']}: {json.dumps(diagnosis.fields, ensure_ascii=False)}"
             action = "abnormality_rewriter"
         reply = await policy.chat(action, self.prompts[action], message, temperature=temperature)
         rewrite = parse_rewrite(reply)
