@@ -13,7 +13,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from lexrl.rollout.backend import Backend, Sampling
+from lexrl.rollout.backend import Backend, Completion, Sampling
 from lexrl.types import Trajectory, Turn
 
 Messages = str | list[dict[str, str]]
@@ -57,7 +57,7 @@ class Policy:
             temperature=0.0 if self.greedy else temperature,
             max_new_tokens=max_new_tokens or self.max_new_tokens,
         )
-        completion = await self.backend.generate(prompt_ids, sampling)
+        completion = await self._complete(role, messages, prompt_ids, sampling)
         text = self.tokenizer.decode(completion.completion_ids, skip_special_tokens=True)
         self.trajectory.turns.append(
             Turn(
@@ -72,6 +72,11 @@ class Policy:
             )
         )
         return text
+
+    async def _complete(
+        self, role: str, messages: Messages, prompt_ids: list[int], sampling: Sampling
+    ) -> Completion:
+        return await self.backend.generate(prompt_ids, sampling)
 
     def finish(
         self,
@@ -99,29 +104,11 @@ class ScriptedPolicy(Policy):
         super().__init__(backend=None, tokenizer=tokenizer, task_id=task_id)  # type: ignore[arg-type]
         self.teacher = teacher
 
-    async def chat(
-        self,
-        role: str,
-        system: str,
-        messages: Messages,
-        temperature: float = 1.0,
-        trainable: bool = True,
-        max_new_tokens: int | None = None,
-    ) -> str:
+    async def _complete(
+        self, role: str, messages: Messages, prompt_ids: list[int], sampling: Sampling
+    ) -> Completion:
         text = self.teacher(role, messages)
-        completion_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [
             self.tokenizer.eos_token_id
         ]
-        self.trajectory.turns.append(
-            Turn(
-                role=role,
-                prompt_ids=render_prompt(self.tokenizer, system, messages),
-                completion_ids=completion_ids,
-                logprobs=[0.0] * len(completion_ids),
-                text=text,
-                adapter_version=-1,
-                trainable=trainable,
-                temperature=temperature,
-            )
-        )
-        return text
+        return Completion(ids, [0.0] * len(ids), adapter_version=-1)
