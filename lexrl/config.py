@@ -88,8 +88,9 @@ class GRPOConfig:
     token-level mean over the batch with asymmetric clipping (Yu et al. 2025, DAPO eq. 8)."""
     scale_rewards: str = "group"
     """Advantage scaling: `group` (R - mean) / (std + eps) within the group (LegalMALR eq. 6),
-    `batch` divides by the std over the whole batch, `none` only subtracts the group mean
-    (Dr. GRPO: group std scaling biases toward too-easy and too-hard tasks)."""
+    `batch` divides by the std over the batch (under DDP: this process's groups), `none` only
+    subtracts the group mean (Dr. GRPO: std scaling up-weights groups whose rewards barely
+    differ, e.g. only by the step penalty)."""
     std_eps: float = 1e-4
     """eps in the advantage denominator."""
     epsilon: float = 0.2

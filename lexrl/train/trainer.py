@@ -195,6 +195,11 @@ def train(config: Config) -> dict[str, dict[str, float]]:
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     output_dir = Path(config.run.output_dir)
     main = accelerator.is_main_process
+    per_step = config.grpo.tasks_per_step
+    if per_step % accelerator.num_processes:
+        raise ValueError(
+            f"grpo.tasks_per_step={per_step} must be a multiple of the {accelerator.num_processes} processes"
+        )
     set_seed(config.run.seed)
     env, policy, tokenizer = build_policy(config, accelerator)
     learner = Learner(
@@ -240,11 +245,6 @@ def train(config: Config) -> dict[str, dict[str, float]]:
     accelerator.wait_for_everyone()
 
     train_tasks = env.tasks("train")
-    per_step = config.grpo.tasks_per_step
-    if per_step % accelerator.num_processes:
-        raise ValueError(
-            f"grpo.tasks_per_step={per_step} must be a multiple of the {accelerator.num_processes} processes"
-        )
     keys = metric_keys(env)
     while step < config.run.max_steps:
         started = time.perf_counter()
