@@ -6,7 +6,6 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import bm25s
 
@@ -85,12 +84,6 @@ def tokenize(text: str, language: str, stopwords: frozenset[str] = frozenset()) 
         ]
     stop = stopwords or ENGLISH_STOPWORDS
     return [token for token in _WORD.findall(text.lower()) if token not in stop]
-
-
-def load_stopwords(path: str | Path) -> frozenset[str]:
-    return frozenset(
-        line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()
-    )
 
 
 class BM25Retriever:
