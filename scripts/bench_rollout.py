@@ -13,17 +13,27 @@ import time
 
 import torch
 from accelerate import Accelerator
+from transformers import PreTrainedTokenizerBase
 
 from lexrl.config import load_config
+from lexrl.envs.base import Env
 from lexrl.rollout.backend import HFBackend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.policy import Policy
 from lexrl.train.trainer import build_policy
+from lexrl.types import Task
 
 
 def measure(
-    env, backend, tokenizer, tasks, generations, max_concurrent, max_new_tokens
+    env: Env,
+    backend: HFBackend,
+    tokenizer: PreTrainedTokenizerBase,
+    tasks: list[Task],
+    generations: int,
+    max_concurrent: int,
+    max_new_tokens: int,
 ) -> tuple[float, int, int]:
+    """(episodes/s, LLM calls, generate batches) for one seeded rollout of `tasks`."""
     torch.manual_seed(0)
     backend.batches_run = 0
     started = time.perf_counter()
