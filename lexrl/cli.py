@@ -27,6 +27,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("config", nargs="?")
     evaluate.add_argument(
+        "--baseline",
+        choices=["bm25"],
+        default=None,
+        help="score a retrieval baseline on the raw query instead of a policy",
+    )
+    evaluate.add_argument(
         "--checkpoint",
         default=None,
         help="checkpoint folder (…/checkpoints/step-N); omit for the base",
@@ -43,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     envs = commands.add_parser("envs", help="list the registered environments")
     envs.add_argument("name", nargs="?")
+    envs.add_argument(
+        "--stats", action="store_true", help="print the loader statistics of the env's data"
+    )
+    envs.add_argument(
+        "--config", default=None, help="config whose env to load for --stats (default: the demo)"
+    )
     return parser
 
 
@@ -84,8 +96,14 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
 def main(argv: list[str] | None = None) -> None:
     args, overrides = _parser().parse_known_args(argv)
     if args.command == "envs":
-        from lexrl.envs import REGISTRY
+        from lexrl.envs import REGISTRY, make_env
 
+        if args.stats:
+            config = _load(args.config, overrides) if args.config else Config()
+            if args.name is not None:
+                config.env.name = args.name
+            print(json.dumps(make_env(config.env).stats(), indent=2, ensure_ascii=False))
+            return
         for name, (_, description) in REGISTRY.items():
             if args.name in (None, name):
                 print(f"{name:10s} {description}")
@@ -95,6 +113,16 @@ def main(argv: list[str] | None = None) -> None:
         from lexrl.train.trainer import train
 
         train(config)
+    elif args.command == "eval" and args.baseline:
+        from lexrl.envs import make_env
+        from lexrl.eval.baselines import bm25_baseline
+        from lexrl.eval.evaluate import print_summary
+
+        env = make_env(config.env)
+        tasks = env.tasks(config.eval.split)[: config.eval.max_tasks]
+        summary = bm25_baseline(env, tasks, list(config.eval.ks), config.run.output_dir)
+        print_summary({f"bm25 raw query ({len(tasks)} {config.eval.split} queries)": summary})
+        print(f"corpus: {env.corpus_source}")
     elif args.command == "eval":
         from lexrl.eval.evaluate import evaluate, print_summary
 

@@ -117,12 +117,18 @@ class GRPOConfig:
 @dataclass
 class StatuteEnvConfig:
     dataset: str = "demo"
-    """`demo` (the built-in synthetic statute world) or `jsonl` (files below)."""
+    """`demo` (the built-in synthetic statute world), `stard` or `jsonl` (files below)."""
     queries_path: str = ""
-    """For `jsonl`: questions file with `{split}` in its name, one `{"id", "query", "gold": [article
-    ids]}` a line."""
+    """`stard`: the release's `queries.json`. `jsonl`: a questions file with `{split}` in its name,
+    one `{"id", "query", "gold": [article ids]}` a line."""
+    split_path: str = ""
+    """`stard`: `{"train": [query_id], "test": [...]}` (../shared/data/stard/split.json is the
+    1,234/309 split of later work)."""
     corpus_path: str = ""
-    """For `jsonl`: corpus file, one `{"id", "name", "content"}` article a line (STARD's format)."""
+    """Corpus file, one `{"id", "name", "content"}` article a line (STARD's `corpus.jsonl`). For
+    `stard` it may be empty: the gold articles of the queries file are then the corpus."""
+    stopwords_path: str = ""
+    """Chinese BM25 stopwords, one a line; empty = STARD's list shipped with lexrl."""
     language: str = "en"
     """Prompt language: `en` or `zh`."""
     max_iterations: int = 4
@@ -173,6 +179,8 @@ class WarmstartConfig:
 
 @dataclass
 class EvalConfig:
+    ks: list[int] = field(default_factory=lambda: [10])
+    """Cut-offs of the ranking metrics (Recall/MRR/nDCG/Hit@K) of retrieval baselines."""
     split: str = "test"
     """Split evaluated by `lexrl eval` and before/after training."""
     max_tasks: int | None = None
@@ -233,7 +241,7 @@ _CHOICES = {
     "grpo.scale_rewards": ("group", "batch", "none"),
     "rollout.backend": ("hf",),
     "env.statute.language": ("en", "zh"),
-    "env.statute.dataset": ("demo", "jsonl"),
+    "env.statute.dataset": ("demo", "stard", "jsonl"),
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }
 

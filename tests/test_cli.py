@@ -60,3 +60,33 @@ def test_train_eval_rollout_end_to_end(tmp_path, model_cache):
     lines = dump.read_text().splitlines()
     assert len(lines) == 2 * 4
     assert Trajectory.from_json(lines[0]).to_json() == lines[0]
+
+
+def test_envs_stats_prints_loader_statistics():
+    result = run_lexrl("envs", "statute", "--stats")
+    assert result.returncode == 0, result.stderr[-2000:]
+    stats = json.loads(result.stdout)
+    assert stats["corpus_size"] == 49 and stats["test"]["queries"] == 110
+
+
+@pytest.mark.slow
+def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
+    from tests.eval.test_ranking import direct
+
+    config = tmp_path / "bm25.yaml"
+    config.write_text(f"eval:\n  ks: [3, 10]\nrun:\n  output_dir: {tmp_path / 'out'}\n")
+    result = run_lexrl("eval", str(config), "--baseline", "bm25")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "recall@10" in result.stdout and "built-in demo world" in result.stdout
+    records = [
+        json.loads(line)
+        for line in (tmp_path / "out" / "baseline_bm25.jsonl").read_text().splitlines()
+    ]
+    summary = json.loads((tmp_path / "out" / "baseline_bm25_summary.json").read_text())
+    assert len(records) == 110
+    for k in (3, 10):
+        for name in ("recall", "mrr", "ndcg", "hit_rate"):
+            expected = sum(
+                direct(r["ranking"], r["gold"], k)[f"{name}@{k}"] for r in records
+            ) / len(records)
+            assert summary[f"{name}@{k}"] == pytest.approx(expected, abs=1e-9)

@@ -26,6 +26,7 @@ from typing import Any
 from lexrl.config import StatuteEnvConfig
 from lexrl.envs.base import Env
 from lexrl.envs.data import DatasetError, read_jsonl
+from lexrl.envs.statute.data import default_stopwords, load_stard, load_stopwords
 from lexrl.envs.statute.demo_world import ACTS, PROCEDURE_TERMS, build_demo_world
 from lexrl.envs.statute.parsing import (
     PLANNER_ACTIONS,
@@ -83,14 +84,25 @@ class StatuteEnv(Env):
         corpus: list[dict],
         splits: dict[str, list[Task]],
         config: StatuteEnvConfig,
+        corpus_source: str = "",
     ):
         self.config = config
         self.corpus = corpus
         self.splits = splits
+        self.corpus_source = corpus_source
         self.prompts = load_prompts(config.language)
         self.id_to_index = {article["id"]: index for index, article in enumerate(corpus)}
+        stopwords: frozenset[str] = frozenset()
+        if config.language == "zh":
+            stopwords = (
+                load_stopwords(config.stopwords_path)
+                if config.stopwords_path
+                else default_stopwords()
+            )
         self.retriever = BM25Retriever(
-            [f"{a['name']} {a['content']}" for a in corpus], language=config.language
+            [f"{a['name']} {a['content']}" for a in corpus],
+            language=config.language,
+            stopwords=stopwords,
         )
 
     @classmethod
@@ -109,7 +121,10 @@ class StatuteEnv(Env):
                 ]
                 for split, questions in (("train", world.train), ("test", world.test))
             }
-            return cls(world.corpus, splits, config)
+            return cls(world.corpus, splits, config, "built-in demo world")
+        if config.dataset == "stard":
+            data = load_stard(config.queries_path, config.split_path, config.corpus_path or None)
+            return cls(data.corpus, data.splits, config, data.corpus_source)
         return cls.from_jsonl(config)
 
     @classmethod
@@ -134,12 +149,26 @@ class StatuteEnv(Env):
                     )
                 )
             splits[split] = tasks
-        return cls(corpus, splits, config)
+        return cls(corpus, splits, config, f"corpus.jsonl ({config.corpus_path})")
 
     def tasks(self, split: str) -> list[Task]:
         if split not in self.splits:
             raise KeyError(f"statute env has no split {split!r}; it has {', '.join(self.splits)}")
         return self.splits[split]
+
+    def stats(self) -> dict[str, object]:
+        """Loader statistics: per split, query count, mean gold per query, mean query length."""
+        out: dict[str, object] = {
+            "corpus_size": len(self.corpus),
+            "corpus_source": self.corpus_source,
+        }
+        for split, tasks in self.splits.items():
+            out[split] = {
+                "queries": len(tasks),
+                "mean_gold_per_query": sum(len(t.gold) for t in tasks) / max(len(tasks), 1),
+                "mean_query_chars": sum(len(t.inputs["query"]) for t in tasks) / max(len(tasks), 1),
+            }
+        return out
 
     def text_corpus(self) -> list[str]:
         texts = list(self.prompts.values())

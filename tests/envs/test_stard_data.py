@@ -1,0 +1,82 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from lexrl.config import StatuteEnvConfig
+from lexrl.envs.data import DatasetError
+from lexrl.envs.statute import StatuteEnv
+from lexrl.envs.statute.data import load_stard
+
+STARD = Path(__file__).parents[2].parent / "shared" / "data" / "stard"
+needs_stard = pytest.mark.skipif(
+    not (STARD / "queries.json").is_file(),
+    reason=f"STARD files not found at {STARD} (../shared/data/stard)",
+)
+
+
+@needs_stard
+def test_stard_loader_statistics():
+    data = load_stard(STARD / "queries.json", STARD / "split.json")
+    assert {k: len(v) for k, v in data.splits.items()} == {"train": 1234, "test": 309}
+    tasks = data.splits["train"] + data.splits["test"]
+    assert sum(len(t.gold) for t in tasks) / len(tasks) == pytest.approx(1.76, abs=0.01)
+    assert len(data.corpus) == 1445 and "gold-article union" in data.corpus_source
+    assert not data.notes
+
+
+@needs_stard
+def test_stard_env_retrieves_with_jieba_bm25():
+    config = StatuteEnvConfig(
+        dataset="stard",
+        language="zh",
+        queries_path=str(STARD / "queries.json"),
+        split_path=str(STARD / "split.json"),
+    )
+    env = StatuteEnv.from_config(config)
+    task = env.tasks("test")[0]
+    article = env.corpus[env.id_to_index[task.gold[0]]]
+    assert task.gold[0] in env.retrieve(article["content"][:60])
+    assert env.stats()["test"]["queries"] == 309
+
+
+def _write(tmp_path, queries, split):
+    (tmp_path / "q.json").write_text(json.dumps(queries, ensure_ascii=False))
+    (tmp_path / "s.json").write_text(json.dumps(split))
+    return tmp_path / "q.json", tmp_path / "s.json"
+
+
+QUERY = {
+    "query_id": 1,
+    "问题": "欠债不还怎么办",
+    "相关法规": {"民法典第一条": "债务应当清偿。"},
+    "match_id": [7],
+    "match_name": ["民法典第一条"],
+}
+
+
+def test_stard_errors_name_the_file_and_item(tmp_path):
+    with pytest.raises(DatasetError, match="not found"):
+        load_stard(tmp_path / "missing.json", tmp_path / "s.json")
+    (tmp_path / "bad.json").write_text('[\n{"query_id": 1,\n oops}]')
+    with pytest.raises(DatasetError, match=r"bad\.json:3: not valid JSON"):
+        load_stard(tmp_path / "bad.json", tmp_path / "s.json")
+    queries, split = _write(tmp_path, [QUERY], {"train": [1], "test": [2]})
+    with pytest.raises(DatasetError, match=r"s\.json: `test` names query_id\(s\) \[2\]"):
+        load_stard(queries, split)
+    queries, split = _write(
+        tmp_path, [{**QUERY, "match_name": ["其他法第二条"]}], {"train": [1], "test": [1]}
+    )
+    with pytest.raises(DatasetError, match="no text for gold article"):
+        load_stard(queries, split)
+
+
+def test_stard_with_a_corpus_file_reports_gold_outside_it(tmp_path):
+    queries, split = _write(tmp_path, [QUERY], {"train": [1], "test": [1]})
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        json.dumps({"id": 3, "name": "其他", "content": "无关"}, ensure_ascii=False) + "\n"
+    )
+    data = load_stard(queries, split, corpus)
+    assert data.splits["test"][0].gold == [] and data.notes
+    assert data.corpus_source.startswith("corpus.jsonl")

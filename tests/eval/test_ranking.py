@@ -1,0 +1,41 @@
+import math
+import random
+
+import pytest
+
+from lexrl.eval.ranking import ranking_metrics
+
+
+def direct(ranking, gold, k):
+    """Textbook definitions: binary gains, log2(rank + 1) discount, a miss scores 0 in MRR."""
+    top, gold = ranking[:k], set(gold)
+    hits = [i for i, doc in enumerate(top, start=1) if doc in gold]
+    dcg = sum(1 / math.log2(i + 1) for i in hits)
+    ideal = sum(1 / math.log2(i + 1) for i in range(1, min(len(gold), k) + 1))
+    return {
+        f"recall@{k}": len(hits) / len(gold),
+        f"mrr@{k}": 1 / hits[0] if hits else 0.0,
+        f"ndcg@{k}": dcg / ideal,
+        f"hit_rate@{k}": float(bool(hits)),
+    }
+
+
+def test_ranx_agrees_with_direct_formulas_on_fixed_rankings():
+    rng = random.Random(7)
+    rankings, gold = {}, {}
+    for q in range(40):
+        gold[f"q{q}"] = rng.sample(range(60), rng.randint(1, 4))
+        rankings[f"q{q}"] = rng.sample(range(60), rng.randint(0, 15))
+    for k in (1, 5, 10):
+        expected = {name: 0.0 for name in direct([], [0], k)}
+        for q in gold:
+            for name, value in direct(rankings[q], gold[q], k).items():
+                expected[name] += value / len(gold)
+        measured = ranking_metrics(rankings, gold, ks=[k])
+        assert measured == pytest.approx(expected, abs=1e-9)
+
+
+def test_hand_example():
+    metrics = ranking_metrics({"a": [5, 1, 7], "b": [3]}, {"a": [1, 2], "b": [3], "c": [9]}, ks=[2])
+    assert metrics["recall@2"] == pytest.approx((0.5 + 1 + 0) / 3)
+    assert metrics["mrr@2"] == pytest.approx((0.5 + 1 + 0) / 3)
