@@ -7,12 +7,13 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from lexrl.envs.statute import StatuteEnv
 from lexrl.eval.ranking import ranking_metrics
 from lexrl.types import Task
 
 
 def bm25_baseline(
-    env: object, tasks: list[Task], ks: list[int], out_dir: str | Path | None = None
+    env: StatuteEnv, tasks: list[Task], ks: list[int], out_dir: str | Path | None = None
 ) -> dict[str, float]:
     """BM25 top-max(ks) for each raw query of `tasks`; writes `baseline_bm25.jsonl` per query."""
     depth = max(ks)
