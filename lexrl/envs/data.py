@@ -11,6 +11,17 @@ class DatasetError(ValueError):
     """A dataset file is missing or malformed; the message names the file and line."""
 
 
+def read_json(path: str | Path) -> object:
+    """A whole JSON file; a syntax error raises DatasetError naming `path:line`."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"dataset file not found: {path}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise DatasetError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+
+
 def read_jsonl(path: str | Path, required: tuple[str, ...] = ()) -> Iterator[dict]:
     """Yield one dict per non-blank line; a bad line raises DatasetError naming `path:line`."""
     path = Path(path)

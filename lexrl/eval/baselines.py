@@ -18,10 +18,7 @@ def bm25_baseline(
     """BM25 top-max(ks) for each raw query of `tasks`; writes `baseline_bm25.jsonl` per query."""
     depth = max(ks)
     rankings = {
-        task.id: [
-            env.corpus[hit.doc_index]["id"]
-            for hit in env.retriever.search(task.inputs["query"], depth)
-        ]
+        task.id: env.search(task.inputs["query"], depth)
         for task in tqdm(tasks, desc="bm25 baseline", leave=False)
     }
     gold = {task.id: task.gold for task in tasks}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 
-import numpy as np
 from ranx import Qrels, Run, evaluate
 
 METRICS = ("recall", "mrr", "ndcg", "hit_rate")
@@ -18,9 +17,8 @@ def ranking_metrics(
     rankings: Mapping[str, Sequence[Hashable]],
     gold: Mapping[str, Sequence[Hashable]],
     ks: Sequence[int] = (10,),
-    per_query: bool = False,
-) -> dict[str, float] | dict[str, np.ndarray]:
-    """Mean metrics over the queries of `gold` (or per-query arrays in `gold`'s order).
+) -> dict[str, float]:
+    """Mean metrics over the queries of `gold`.
 
     rankings: query id -> document ids, best first; gold: query id -> relevant document ids.
     """
@@ -33,5 +31,5 @@ def ranking_metrics(
         }
     )
     names = [f"{metric}@{k}" for k in ks for metric in METRICS]
-    scores = evaluate(qrels, run, names, make_comparable=True, return_mean=not per_query)
-    return {name: (float(value) if not per_query else value) for name, value in scores.items()}
+    scores = evaluate(qrels, run, names, make_comparable=True)
+    return {name: float(value) for name, value in scores.items()}

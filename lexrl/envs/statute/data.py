@@ -10,12 +10,11 @@ file is the corpus; `StardData.corpus_source` says which, so every report can sa
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from lexrl.envs.data import DatasetError, read_jsonl
+from lexrl.envs.data import DatasetError, read_json, read_jsonl
 from lexrl.types import Task
 
 
@@ -44,20 +43,11 @@ def load_stopwords(path: str | Path) -> frozenset[str]:
     return _stopword_set(Path(path).read_text(encoding="utf-8"))
 
 
-def _read_json(path: Path) -> object:
-    if not path.is_file():
-        raise DatasetError(f"dataset file not found: {path}")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise DatasetError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
-
-
 def load_stard(
     queries_path: str | Path, split_path: str | Path, corpus_path: str | Path | None = None
 ) -> StardData:
     queries_path, split_path = Path(queries_path), Path(split_path)
-    records = _read_json(queries_path)
+    records = read_json(queries_path)
     if not isinstance(records, list):
         raise DatasetError(f"{queries_path}: expected a JSON list of queries")
     by_id: dict[int, dict] = {}
@@ -92,7 +82,7 @@ def load_stard(
         source = f"gold-article union of {queries_path} ({len(corpus)} articles; far easier than the full corpus)"
     known = {article["id"] for article in corpus}
 
-    split = _read_json(split_path)
+    split = read_json(split_path)
     if not isinstance(split, dict):
         raise DatasetError(f'{split_path}: expected {{"train": [...], "test": [...]}}')
     splits, notes = {}, []

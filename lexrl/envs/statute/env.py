@@ -176,10 +176,13 @@ class StatuteEnv(Env):
         texts += [task.inputs["query"] for task in self.splits.get("train", [])]
         return texts
 
+    def search(self, query: str, k: int) -> list[Any]:
+        """Article ids of the k best BM25 hits for `query`, best first."""
+        return [self.corpus[h.doc_index]["id"] for h in self.retriever.search(query, k)]
+
     def retrieve(self, query: str) -> list[Any]:
         """Article ids for one query: first stage top-`first_stage_k`, kept top-`final_k`."""
-        hits = self.retriever.search(query, self.config.first_stage_k)[: self.config.final_k]
-        return [self.corpus[h.doc_index]["id"] for h in hits]
+        return self.search(query, self.config.first_stage_k)[: self.config.final_k]
 
     def planner_message(
         self, query: str, iteration: int, steps: list[dict], pool: CandidatePool
