@@ -115,18 +115,55 @@ class GRPOConfig:
 
 
 @dataclass
+class RetrievalConfig:
+    first_stage: str = "bm25"
+    """`bm25` (bm25s; jieba tokens and STARD's stopwords for Chinese) or `dense` (LegalMALR sec.
+    4.1 uses Qwen3-Embedding-4B; set `dense_model`)."""
+    dense_model: str = ""
+    """sentence-transformers model id or folder (paper: `Qwen/Qwen3-Embedding-4B`), `tiny` for a
+    random-weight model built offline (tests, CPU demo), or the model name an endpoint serves."""
+    dense_endpoint: str = ""
+    """OpenAI-compatible base URL (`http://host:8000/v1`) serving `dense_model` on `/embeddings`;
+    empty: run the model in this process."""
+    dense_query_prompt: str = ""
+    """Text put before every query, never before a document (Qwen3-Embedding: `Instruct: Given a
+    legal question, retrieve the statute articles that apply\nQuery:`)."""
+    reranker_model: str = ""
+    """Light reranker over the first stage's top `first_stage_k` (paper: `Qwen/Qwen3-Reranker-4B`,
+    as a sentence-transformers CrossEncoder / sequence-classification checkpoint), `tiny`, or the
+    model name an endpoint serves; empty: no reranker, the first stage's order is kept."""
+    reranker_endpoint: str = ""
+    """OpenAI-compatible base URL serving `reranker_model` on `/rerank`; empty: local."""
+    api_key_env: str = "LEXRL_RETRIEVAL_API_KEY"
+    """Environment variable holding the endpoints' API key (unset: no Authorization header)."""
+    device: str = ""
+    """Torch device of local dense/reranker models; empty: sentence-transformers' choice."""
+    batch_size: int = 32
+    """Encoder / reranker batch size."""
+    index_dir: str = ".lexrl_cache/index"
+    """Where `lexrl index` caches the corpus embedding matrix (keyed by model and corpus)."""
+    cache_size: int = 100_000
+    """LRU cache entries of (query, k) -> results; 0 disables it."""
+
+
+@dataclass
 class StatuteEnvConfig:
     dataset: str = "demo"
-    """`demo` (the built-in synthetic statute world), `stard` or `jsonl` (files below)."""
+    """`demo` (the built-in synthetic statute world), `stard`, `csaid` or `jsonl` (files below)."""
     queries_path: str = ""
-    """`stard`: the release's `queries.json`. `jsonl`: a questions file with `{split}` in its name,
+    """`stard`: the release's `queries.json`. `csaid`: the JSON dict of `{"query", "label",
+    "label_length"}` keyed by query id (test split only). `jsonl`: a questions file with `{split}` in its name,
     one `{"id", "query", "gold": [article ids]}` a line."""
     split_path: str = ""
     """`stard`: `{"train": [query_id], "test": [...]}` (../shared/data/stard/split.json is the
     1,234/309 split of later work)."""
     corpus_path: str = ""
-    """Corpus file, one `{"id", "name", "content"}` article a line (STARD's `corpus.jsonl`). For
-    `stard` it may be empty: the gold articles of the queries file are then the corpus."""
+    """Corpus file: one `{"id", "name", "content"}` article a line (STARD's `corpus.jsonl`, and
+    `jsonl`), or for `csaid` a JSON list of article strings. For `stard` and `csaid` it may be
+    empty: the gold articles of the queries file are then the corpus, and reports say so."""
+    allow_unmatched_gold: bool = False
+    """`csaid`: continue when some gold labels match no corpus article (they are dropped, counted
+    and reported); false stops with the count and examples."""
     stopwords_path: str = ""
     """Chinese BM25 stopwords, one a line; empty = STARD's list shipped with lexrl."""
     language: str = "en"
@@ -147,6 +184,8 @@ class StatuteEnvConfig:
     """Planner sampling temperature (LegalMALR sec. 4.1)."""
     rewriter_temperature: float = 0.8
     """Rewrite-agent sampling temperature (LegalMALR sec. 4.1)."""
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    """First stage and light reranker behind every emitted query."""
     mas_k: int = 14
     """MAS-stage cut-off: the pool is truncated to this many candidates (LegalMALR Table 7)."""
     reward_recall_k: int | None = None
@@ -241,7 +280,8 @@ _CHOICES = {
     "grpo.scale_rewards": ("group", "batch", "none"),
     "rollout.backend": ("hf",),
     "env.statute.language": ("en", "zh"),
-    "env.statute.dataset": ("demo", "stard", "jsonl"),
+    "env.statute.dataset": ("demo", "stard", "csaid", "jsonl"),
+    "env.statute.retrieval.first_stage": ("bm25", "dense"),
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }
 
@@ -261,6 +301,9 @@ def validate(config: Config) -> Config:
             raise ConfigError(f"`{key}` is {value!r}; expected one of {', '.join(choices)}")
     if config.grpo.num_generations < 2:
         raise ConfigError("`grpo.num_generations` must be >= 2: GRPO normalises within a group")
+    retrieval = config.env.statute.retrieval
+    if retrieval.first_stage == "dense" and not retrieval.dense_model:
+        raise ConfigError("`env.statute.retrieval.first_stage` is dense but `dense_model` is empty")
     if config.grpo.tasks_per_step < 1:
         raise ConfigError("`grpo.tasks_per_step` must be >= 1")
     return config

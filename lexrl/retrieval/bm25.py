@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import bm25s
+
+from lexrl.retrieval.base import Hit
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -65,12 +66,6 @@ ENGLISH_STOPWORDS = frozenset(
         "your",
     ]
 )
-
-
-@dataclass(frozen=True)
-class Hit:
-    doc_index: int
-    score: float
 
 
 def tokenize(text: str, language: str, stopwords: frozenset[str] = frozenset()) -> list[str]:

@@ -36,7 +36,7 @@ def test_stard_env_retrieves_with_jieba_bm25():
     env = StatuteEnv.from_config(config)
     task = env.tasks("test")[0]
     article = env.corpus[env.id_to_index[task.gold[0]]]
-    assert task.gold[0] in env.retrieve(article["content"][:60])
+    assert task.gold[0] in env.search(article["content"][:60], 10)
     assert env.stats()["test"]["queries"] == 309
 
 

@@ -178,7 +178,7 @@ def test_jsonl_dataset_loads(tmp_path):
         )
     )
     assert [t.gold for t in env.tasks("test")] == [[1]]
-    assert env.retrieve("security deposit") == [1]
+    assert [doc for doc, _ in env.retrieve("security deposit")] == [1]
 
 
 def test_chinese_prompts_load():

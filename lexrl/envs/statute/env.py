@@ -10,9 +10,11 @@ A real demo task (the built-in world, `dataset: demo`):
     query: "Help, my boss has not paid me for two months, and also my ex will not pay anything
             for our son. What can I do?"   gold: [Employment Act Article 5, Family Act Article 7]
 
-Departures from the paper, each a choice papers.md leaves open: the first stage is BM25 (dense
-retrieval and the light reranker plug in behind `search` in the retrieval issue), the pool is
-ordered by reciprocal-rank fusion, and the abnormality analyzer is always followed by the
+The first stage and the light reranker are `env.statute.retrieval` (BM25 by default; the paper's
+dense + Qwen3-Reranker in `configs/stard_mas_grpo.yaml`). The outcome of an episode is the pool,
+best first, with each candidate's best retrieval score (what the final LLM reranker is shown).
+Departures from the paper, each a choice papers.md leaves open: the pool is ordered by
+reciprocal-rank fusion, and the abnormality analyzer is always followed by the
 rewriter, both chosen by the single planner action `abnormality_analyzer`.
 """
 
@@ -35,7 +37,8 @@ from lexrl.envs.statute.parsing import (
     parse_rewrite,
 )
 from lexrl.envs.statute.pool import CandidatePool
-from lexrl.retrieval.bm25 import BM25Retriever
+from lexrl.retrieval.base import Retriever
+from lexrl.retrieval.factory import build_retriever
 from lexrl.rewards.statute import coverage_gains, hit, recall, statute_reward
 from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Task, Trajectory
@@ -92,17 +95,28 @@ class StatuteEnv(Env):
         self.corpus_source = corpus_source
         self.prompts = load_prompts(config.language)
         self.id_to_index = {article["id"]: index for index, article in enumerate(corpus)}
-        stopwords: frozenset[str] = frozenset()
+        self.documents = [f"{a['name']} {a['content']}" for a in corpus]
+        self.stopwords: frozenset[str] = frozenset()
         if config.language == "zh":
-            stopwords = (
+            self.stopwords = (
                 load_stopwords(config.stopwords_path)
                 if config.stopwords_path
                 else default_stopwords()
             )
-        self.retriever = BM25Retriever(
-            [f"{a['name']} {a['content']}" for a in corpus],
-            language=config.language,
-            stopwords=stopwords,
+        self.retriever = self.build_retriever()
+
+    def build_retriever(
+        self, first_stage: str | None = None, rerank: bool | None = None
+    ) -> Retriever:
+        """The configured retriever over this corpus, or a variant of it (for the baselines)."""
+        return build_retriever(
+            self.config.retrieval,
+            self.documents,
+            self.config.first_stage_k,
+            self.config.language,
+            self.stopwords,
+            first_stage=first_stage,
+            rerank=rerank,
         )
 
     @classmethod
@@ -176,13 +190,15 @@ class StatuteEnv(Env):
         texts += [task.inputs["query"] for task in self.splits.get("train", [])]
         return texts
 
-    def search(self, query: str, k: int) -> list[Any]:
-        """Article ids of the k best BM25 hits for `query`, best first."""
-        return [self.corpus[h.doc_index]["id"] for h in self.retriever.search(query, k)]
+    def search(self, query: str, k: int, retriever: Retriever | None = None) -> list[Any]:
+        """Article ids of the k best hits for `query` (default: the env's retriever), best first."""
+        return [self.corpus[h.doc_index]["id"] for h in (retriever or self.retriever).search(query, k)]
 
-    def retrieve(self, query: str) -> list[Any]:
-        """Article ids for one query: first stage top-`first_stage_k`, kept top-`final_k`."""
-        return self.search(query, self.config.first_stage_k)[: self.config.final_k]
+    def retrieve(self, query: str) -> list[tuple[Any, float]]:
+        """(article id, score) for one emitted query: the first stage's top-`first_stage_k`,
+        re-ordered by the light reranker if one is configured, cut to top-`final_k`."""
+        hits = self.retriever.search(query, self.config.final_k)
+        return [(self.corpus[h.doc_index]["id"], h.score) for h in hits]
 
     def planner_message(
         self, query: str, iteration: int, steps: list[dict], pool: CandidatePool
@@ -249,7 +265,8 @@ class StatuteEnv(Env):
                 break
             queries, error = await self.run_agent(decision.action, query, policy)
             for emitted in queries:
-                pool.add(self.retrieve(emitted))
+                hits = self.retrieve(emitted)
+                pool.add([doc for doc, _ in hits], [score for _, score in hits])
                 retrieval_calls += 1
             steps.append({"action": decision.action, "queries": queries, "error": error})
             pool_after_iteration.append(pool.ordered())
@@ -278,7 +295,8 @@ class StatuteEnv(Env):
             "iterations": float(sum(1 for s in steps if s["action"] not in (None, "exit"))),
             "invalid_actions": float(sum(1 for s in steps if s.get("error"))),
         }
-        return policy.finish(outcome=ordered, components=components, steps=steps, metrics=metrics)
+        outcome = {"pool": ordered, "scores": [pool.best_score(doc) for doc in ordered]}
+        return policy.finish(outcome=outcome, components=components, steps=steps, metrics=metrics)
 
     def teacher(self, task: Task, rng: random.Random) -> Teacher:
         """A naive scripted team for warm-start data: correct rewrites, but a planner that picks
