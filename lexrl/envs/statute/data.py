@@ -1,4 +1,6 @@
-"""STARD loading (Su et al. 2024, github oneal2000/STARD, MIT licence).
+"""STARD and CSAID loading.
+
+STARD (Su et al. 2024, github oneal2000/STARD, MIT licence).
 
 Files of the public release: `queries.json` (a JSON list; `query_id`, `问题`, `相关法规` {article
 name: text}, `match_id` [corpus ids], `match_name`), a split file `{"train": [query_id], "test":
@@ -6,10 +8,17 @@ name: text}, `match_id` [corpus ids], `match_name`), a split file `{"train": [qu
 line, 55,348 articles). Without a corpus file the union of the gold articles named in the queries
 file is the corpus; `StardData.corpus_source` says which, so every report can say so.
 `cn_stopwords.txt` beside this module is STARD's BM25 stopword list (MIT, Copyright (c) 2024 THUIR).
+
+CSAID (118 test queries; papers.md sec. 1): a JSON dict keyed by query id of `{"query", "label":
+[article strings], "label_length"}`, and a corpus that is a JSON list of article strings written
+`"<law name(version)>, 第X条:\n【title】text"`. Gold labels carry no ids, so they are matched to
+corpus entries by normalised text (NFKC, whitespace removed).
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -19,7 +28,7 @@ from lexrl.types import Task
 
 
 @dataclass
-class StardData:
+class StatuteData:
     corpus: list[dict]
     splits: dict[str, list[Task]]
     corpus_source: str
@@ -45,7 +54,7 @@ def load_stopwords(path: str | Path) -> frozenset[str]:
 
 def load_stard(
     queries_path: str | Path, split_path: str | Path, corpus_path: str | Path | None = None
-) -> StardData:
+) -> StatuteData:
     queries_path, split_path = Path(queries_path), Path(split_path)
     records = read_json(queries_path)
     if not isinstance(records, list):
@@ -104,4 +113,73 @@ def load_stard(
                 )
             tasks.append(Task(id=str(qid), inputs={"query": record["问题"]}, gold=gold))
         splits[name] = tasks
-    return StardData(corpus=corpus, splits=splits, corpus_source=source, notes=notes)
+    return StatuteData(corpus=corpus, splits=splits, corpus_source=source, notes=notes)
+
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def normalise_article(text: str) -> str:
+    """The form CSAID gold labels and corpus entries are compared in: NFKC, no whitespace."""
+    return _WHITESPACE.sub("", unicodedata.normalize("NFKC", text))
+
+
+def _csaid_article(index: int, text: str) -> dict:
+    name, separator, content = text.partition(":\n")
+    if not separator:
+        name, content = text[:40], text
+    return {"id": index, "name": name.strip(), "content": content.strip()}
+
+
+def load_csaid(
+    queries_path: str | Path, corpus_path: str | Path | None = None, allow_unmatched: bool = False
+) -> StatuteData:
+    """CSAID as a `test` split. Gold that matches no corpus entry stops the load with the count
+    and examples, unless `allow_unmatched`: then it is dropped and counted in `notes` (a query
+    left with no gold is dropped too)."""
+    queries_path = Path(queries_path)
+    records = read_json(queries_path)
+    if not isinstance(records, dict):
+        raise DatasetError(f'{queries_path}: expected a JSON dict {{query id: {{"query", "label"}}}}')
+    for key, record in records.items():
+        missing = [k for k in ("query", "label") if not isinstance(record, dict) or k not in record]
+        if missing:
+            raise DatasetError(f"{queries_path}: entry {key!r} lacks {', '.join(missing)}")
+        if not isinstance(record["label"], list):
+            raise DatasetError(f"{queries_path}: entry {key!r}: `label` is not a list")
+    if corpus_path:
+        texts = read_json(corpus_path)
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise DatasetError(f"{corpus_path}: expected a JSON list of article strings")
+        source = f"CSAID corpus ({corpus_path}, {len(texts)} articles)"
+    else:
+        texts = list(dict.fromkeys(label for r in records.values() for label in r["label"]))
+        source = f"gold-article union of {queries_path} ({len(texts)} articles; far easier than the full corpus)"
+    corpus = [_csaid_article(index, text) for index, text in enumerate(texts)]
+    by_text: dict[str, int] = {}
+    for index, text in enumerate(texts):
+        by_text.setdefault(normalise_article(text), index)
+
+    tasks, notes, unmatched = [], [], []
+    for key, record in records.items():
+        gold = []
+        for label in record["label"]:
+            index = by_text.get(normalise_article(label))
+            if index is None:
+                unmatched.append((key, label))
+            elif index not in gold:
+                gold.append(index)
+        if len(gold) < len(record["label"]):
+            notes.append(f"query {key}: {len(record['label']) - len(gold)} gold label(s) unmatched")
+        if gold:
+            tasks.append(Task(id=str(key), inputs={"query": record["query"]}, gold=gold))
+        else:
+            notes.append(f"query {key}: dropped, no gold label matches the corpus")
+    if unmatched and not allow_unmatched:
+        examples = "; ".join(f"{key}: {label[:40]!r}" for key, label in unmatched[:3])
+        raise DatasetError(
+            f"{queries_path}: {len(unmatched)} gold label(s) match no article of {corpus_path} "
+            f"after normalisation (e.g. {examples}); set `env.statute.allow_unmatched_gold: true` "
+            "to drop them and continue"
+        )
+    return StatuteData(corpus=corpus, splits={"test": tasks}, corpus_source=source, notes=notes)

@@ -28,7 +28,7 @@ from typing import Any
 from lexrl.config import StatuteEnvConfig
 from lexrl.envs.base import Env
 from lexrl.envs.data import DatasetError, read_jsonl
-from lexrl.envs.statute.data import default_stopwords, load_stard, load_stopwords
+from lexrl.envs.statute.data import default_stopwords, load_csaid, load_stard, load_stopwords
 from lexrl.envs.statute.demo_world import ACTS, PROCEDURE_TERMS, build_demo_world
 from lexrl.envs.statute.parsing import (
     PLANNER_ACTIONS,
@@ -93,6 +93,8 @@ class StatuteEnv(Env):
         self.corpus = corpus
         self.splits = splits
         self.corpus_source = corpus_source
+        self.notes: list[str] = []
+        """What the loader dropped or could not match (one line each)."""
         self.prompts = load_prompts(config.language)
         self.id_to_index = {article["id"]: index for index, article in enumerate(corpus)}
         self.documents = [f"{a['name']} {a['content']}" for a in corpus]
@@ -136,9 +138,18 @@ class StatuteEnv(Env):
                 for split, questions in (("train", world.train), ("test", world.test))
             }
             return cls(world.corpus, splits, config, "built-in demo world")
-        if config.dataset == "stard":
-            data = load_stard(config.queries_path, config.split_path, config.corpus_path or None)
-            return cls(data.corpus, data.splits, config, data.corpus_source)
+        if config.dataset in ("stard", "csaid"):
+            if config.dataset == "stard":
+                data = load_stard(
+                    config.queries_path, config.split_path, config.corpus_path or None
+                )
+            else:
+                data = load_csaid(
+                    config.queries_path, config.corpus_path or None, config.allow_unmatched_gold
+                )
+            env = cls(data.corpus, data.splits, config, data.corpus_source)
+            env.notes = data.notes
+            return env
         return cls.from_jsonl(config)
 
     @classmethod
@@ -175,6 +186,7 @@ class StatuteEnv(Env):
         out: dict[str, object] = {
             "corpus_size": len(self.corpus),
             "corpus_source": self.corpus_source,
+            "loader_notes": {"count": len(self.notes), "first": self.notes[:5]},
         }
         for split, tasks in self.splits.items():
             out[split] = {
