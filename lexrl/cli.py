@@ -1,4 +1,4 @@
-"""`lexrl train | eval | rollout | envs`.
+"""`lexrl train | eval | rollout | index | envs`.
 
 Every command takes a YAML config and `--section.key value` overrides, parsed and validated
 before torch is imported, so `--help` and config errors answer at once.
@@ -27,12 +27,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("config", nargs="?")
     evaluate.add_argument(
-        "--baseline",
-        choices=["bm25"],
-        default=None,
-        help="score a retrieval baseline on the raw query instead of a policy",
-    )
-    evaluate.add_argument(
         "--checkpoint",
         default=None,
         help="checkpoint folder (…/checkpoints/step-N); omit for the base",
@@ -47,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     rollout.add_argument(
         "--out", default=None, help="output JSONL (default: <run.output_dir>/rollouts.jsonl)"
     )
+    index = commands.add_parser(
+        "index", help="encode the env's corpus for dense retrieval (cached)", add_help=False
+    )
+    index.add_argument("config", nargs="?")
     envs = commands.add_parser("envs", help="list the registered environments")
     envs.add_argument("name", nargs="?")
     envs.add_argument(
@@ -61,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
 def _load(path: str | None, overrides: list[str]) -> Config:
     if path is None and not {"-h", "--help"} & set(overrides):
         print(
-            "usage: lexrl {train,eval,rollout} CONFIG [--section.key value ...] (--help lists the keys)",
+            "usage: lexrl {train,eval,rollout,index} CONFIG [--section.key value ...] (--help lists the keys)",
             file=sys.stderr,
         )
         raise SystemExit(2)
@@ -93,6 +91,61 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
     )
 
 
+def _evaluate(config: Config, checkpoint: str | None) -> None:
+    from lexrl.envs import make_env
+    from lexrl.envs.statute import StatuteEnv
+    from lexrl.eval.evaluate import eval_tasks, print_summary, rollout_split, summarize
+
+    out_dir = Path(checkpoint or config.run.output_dir)
+    if config.eval.policy:
+        env, backend, tokenizer = _policy_from_checkpoint(config, checkpoint)
+        groups = rollout_split(env, backend, tokenizer, config, f"eval {config.eval.split}")
+    else:
+        env, groups = make_env(config.env), None
+    if not isinstance(env, StatuteEnv):
+        if groups is None:
+            raise SystemExit(f"env {config.env.name!r} has no baselines: set `eval.policy: true`")
+        print_summary({checkpoint or "base": summarize(groups)})
+        return
+    from lexrl.eval.statute_report import print_report, statute_report
+
+    report = statute_report(
+        env, eval_tasks(env, config), config, groups, checkpoint or "base", out_dir
+    )
+    print_report(report)
+    print(
+        f"report: {out_dir / f'eval_{config.eval.split}_report.md'} (and .json, per-query .jsonl)"
+    )
+
+
+def _index(config: Config) -> None:
+    import time
+
+    from lexrl.envs import make_env
+    from lexrl.retrieval.dense import index_key
+    from lexrl.retrieval.factory import build_dense
+
+    retrieval = config.env.statute.retrieval
+    if not retrieval.dense_model:
+        raise SystemExit("nothing to index: set `env.statute.retrieval.dense_model`")
+    env = make_env(config.env)
+    start = time.perf_counter()
+    retriever = build_dense(retrieval, env.documents)
+    key = index_key(retriever.encoder.name, env.documents)
+    print(
+        json.dumps(
+            {
+                "index": str(Path(retrieval.index_dir) / f"{key}.npy"),
+                "documents": retriever.matrix.shape[0],
+                "dim": retriever.matrix.shape[1],
+                "seconds": round(time.perf_counter() - start, 1),
+                "corpus": env.corpus_source,
+            },
+            ensure_ascii=False,
+        )
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     args, overrides = _parser().parse_known_args(argv)
     if args.command == "envs":
@@ -113,25 +166,10 @@ def main(argv: list[str] | None = None) -> None:
         from lexrl.train.trainer import train
 
         train(config)
-    elif args.command == "eval" and args.baseline:
-        from lexrl.envs import make_env
-        from lexrl.eval.baselines import bm25_baseline
-        from lexrl.eval.evaluate import print_summary
-
-        env = make_env(config.env)
-        tasks = env.tasks(config.eval.split)[: config.eval.max_tasks]
-        summary = bm25_baseline(env, tasks, list(config.eval.ks), config.run.output_dir)
-        print_summary({f"bm25 raw query ({len(tasks)} {config.eval.split} queries)": summary})
-        print(f"corpus: {env.corpus_source}")
     elif args.command == "eval":
-        from lexrl.eval.evaluate import evaluate, print_summary
-
-        env, backend, tokenizer = _policy_from_checkpoint(config, args.checkpoint)
-        out_dir = Path(args.checkpoint or config.run.output_dir)
-        name = f"eval_{config.eval.split}"
-        summary = evaluate(env, backend, tokenizer, config, out_dir, name)
-        print_summary({args.checkpoint or "base": summary})
-        print(f"per-task results: {out_dir / (name + '.jsonl')}")
+        _evaluate(config, args.checkpoint)
+    elif args.command == "index":
+        _index(config)
     elif args.command == "rollout":
         import torch
 

@@ -217,9 +217,36 @@ class WarmstartConfig:
 
 
 @dataclass
+class FinalRerankerConfig:
+    model: str = ""
+    """Chat model of the zero-shot listwise reranker applied to the pool at evaluation (LegalMALR
+    sec. 3.4 uses Qwen-Max); empty: the pool order is the final ranking."""
+    base_url: str = ""
+    """OpenAI-compatible base URL with its version prefix (`http://host:8000/v1`, or DashScope's
+    `https://dashscope.aliyuncs.com/compatible-mode/v1` for Qwen-Max)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the API key (unset: no Authorization header)."""
+    top_k: int = 10
+    """Candidates the model selects (LegalMALR: the end-to-end top-10)."""
+    max_candidates: int = 30
+    """Pool candidates shown, best first by pool order."""
+    max_chars: int = 300
+    """Characters of each candidate article shown."""
+    max_retries: int = 2
+    """Re-asks after an HTTP failure or an unparsable reply; then the pool order is kept and
+    the query is recorded as unparsable."""
+    concurrency: int = 8
+    """Requests in flight."""
+    timeout_s: float = 120.0
+    """Per-request timeout."""
+    max_tokens: int = 256
+    """Completion cap; the reply is a short JSON list, with no chain of thought."""
+
+
+@dataclass
 class EvalConfig:
     ks: list[int] = field(default_factory=lambda: [10])
-    """Cut-offs of the ranking metrics (Recall/MRR/nDCG/Hit@K) of retrieval baselines."""
+    """End-to-end cut-offs of Recall/MRR/nDCG/Hit@K (LegalMALR reports K = 10)."""
     split: str = "test"
     """Split evaluated by `lexrl eval` and before/after training."""
     max_tasks: int | None = None
@@ -230,6 +257,15 @@ class EvalConfig:
     """Seed of the evaluation rollout, so that two evaluations see the same samples."""
     greedy: bool = False
     """Greedy decoding instead of the env's sampling temperatures."""
+    policy: bool = True
+    """Evaluate the policy (false: only the baselines)."""
+    baselines: list[str] = field(default_factory=list)
+    """Retrieval baselines scored on the raw query in the same run: `bm25`, `dense`,
+    `dense+reranker` (the last two use `env.statute.retrieval`'s models)."""
+    final_reranker: FinalRerankerConfig = field(default_factory=FinalRerankerConfig)
+    """The LLM reranker that turns the pool into the end-to-end ranking."""
+    bootstrap_resamples: int = 2000
+    """Bootstrap resamples of the queries for the 95% intervals."""
 
 
 @dataclass
@@ -293,12 +329,22 @@ def _lookup(config: Config, dotted: str) -> object:
     return value
 
 
+BASELINES = ("bm25", "dense", "dense+reranker")
+
+
 def validate(config: Config) -> Config:
     """Check the choices and ranges draccus' type check cannot see."""
     for key, choices in _CHOICES.items():
         value = _lookup(config, key)
         if value not in choices:
             raise ConfigError(f"`{key}` is {value!r}; expected one of {', '.join(choices)}")
+    for name in config.eval.baselines:
+        if name not in BASELINES:
+            raise ConfigError(
+                f"`eval.baselines` has {name!r}; expected some of {', '.join(BASELINES)}"
+            )
+    if config.eval.final_reranker.model and not config.eval.final_reranker.base_url:
+        raise ConfigError("`eval.final_reranker.model` is set but `base_url` is empty")
     if config.grpo.num_generations < 2:
         raise ConfigError("`grpo.num_generations` must be >= 2: GRPO normalises within a group")
     retrieval = config.env.statute.retrieval

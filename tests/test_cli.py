@@ -40,10 +40,27 @@ def test_train_eval_rollout_end_to_end(tmp_path, model_cache):
     assert list((out / "wandb").glob("offline-run-*")), "W&B should have written an offline run"
 
     checkpoint = out / "checkpoints" / "step-000002"
-    result = run_lexrl("eval", str(config), "--checkpoint", str(checkpoint))
+    result = run_lexrl(
+        "eval", str(config), "--checkpoint", str(checkpoint), "--eval.baselines", "[bm25]"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((checkpoint / "eval_test_summary.json").read_text())
-    assert summary["episodes"] == 4
+    report = json.loads((checkpoint / "eval_test_report.json").read_text())
+    policy = report["systems"][str(checkpoint)]
+    episodes = report["notes"][str(checkpoint)]["episode_means"]
+    assert episodes["episodes"] == 4
+    # ranx over the written pools agrees with the env's own MAS-stage recall
+    assert policy["mas_recall@6"]["mean"] == pytest.approx(episodes["mas_recall"], abs=1e-9)
+    assert (
+        policy["mas_recall@6"]["low"]
+        <= policy["mas_recall@6"]["mean"]
+        <= policy["mas_recall@6"]["high"]
+    )
+    assert {"recall@10", "mrr@10", "ndcg@10", "hit_rate@10"} <= set(policy)
+    assert set(report["systems"]["bm25"]) == {"recall@10", "mrr@10", "ndcg@10", "hit_rate@10"}
+    assert "| bm25 |" in (checkpoint / "eval_test_report.md").read_text()
+    lines = (checkpoint / "eval_test.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])["trajectories"][0]
+    assert first["final_ranking"] == first["outcome"]["pool"] and first["final_reranker"] is None
 
     dump = tmp_path / "rollouts.jsonl"
     result = run_lexrl(
@@ -75,18 +92,52 @@ def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
 
     config = tmp_path / "bm25.yaml"
     config.write_text(f"eval:\n  ks: [3, 10]\nrun:\n  output_dir: {tmp_path / 'out'}\n")
-    result = run_lexrl("eval", str(config), "--baseline", "bm25")
+    result = run_lexrl("eval", str(config), "--eval.policy", "false", "--eval.baselines", "[bm25]")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "recall@10" in result.stdout and "built-in demo world" in result.stdout
     records = [
         json.loads(line)
-        for line in (tmp_path / "out" / "baseline_bm25.jsonl").read_text().splitlines()
+        for line in (tmp_path / "out" / "baseline_bm25_test.jsonl").read_text().splitlines()
     ]
-    summary = json.loads((tmp_path / "out" / "baseline_bm25_summary.json").read_text())
-    assert len(records) == 110
+    report = json.loads((tmp_path / "out" / "eval_test_report.json").read_text())
+    summary = report["systems"]["bm25"]
+    assert len(records) == 110 and report["queries"] == 110
     for k in (3, 10):
         for name in ("recall", "mrr", "ndcg", "hit_rate"):
             expected = sum(
                 direct(r["ranking"], r["gold"], k)[f"{name}@{k}"] for r in records
             ) / len(records)
-            assert summary[f"{name}@{k}"] == pytest.approx(expected, abs=1e-9)
+            assert summary[f"{name}@{k}"]["mean"] == pytest.approx(expected, abs=1e-9)
+            assert summary[f"{name}@{k}"]["low"] <= expected <= summary[f"{name}@{k}"]["high"]
+
+
+@pytest.mark.slow
+def test_index_then_dense_baselines_with_tiny_models(tmp_path):
+    config = tmp_path / "dense.yaml"
+    config.write_text(
+        "env:\n  statute:\n    first_stage_k: 8\n    retrieval:\n      dense_model: tiny\n"
+        f"      reranker_model: tiny\n      index_dir: {tmp_path / 'index'}\n"
+        f"eval:\n  policy: false\n  baselines: [bm25, dense, dense+reranker]\n"
+        f"run:\n  output_dir: {tmp_path / 'out'}\n"
+    )
+    result = run_lexrl("index", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    built = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (built["documents"], built["dim"]) == (49, 64)
+    assert (tmp_path / "index" / built["index"].rsplit("/", 1)[-1]).is_file()
+
+    result = run_lexrl("eval", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "encoding corpus" not in result.stderr, "the index should come from the cache"
+    report = json.loads((tmp_path / "out" / "eval_test_report.json").read_text())
+    assert list(report["systems"]) == ["bm25", "dense", "dense+reranker"]
+    dense = [json.loads(line) for line in (tmp_path / "out" / "baseline_dense_test.jsonl").open()]
+    reranked = [
+        json.loads(line)
+        for line in (tmp_path / "out" / "baseline_dense+reranker_test.jsonl").open()
+    ]
+    # the depth (10) exceeds first_stage_k (8): the reranker re-orders the dense top 10
+    for plain, rerank in zip(dense, reranked, strict=True):
+        assert len(plain["ranking"]) == len(rerank["ranking"]) == 10
+        assert set(rerank["ranking"]) == set(plain["ranking"])
+    assert any(p["ranking"] != r["ranking"] for p, r in zip(dense, reranked, strict=True))

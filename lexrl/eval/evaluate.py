@@ -16,7 +16,7 @@ from lexrl.envs.base import Env
 from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.policy import Policy
-from lexrl.types import Group
+from lexrl.types import Group, Task
 
 
 def summarize(groups: list[Group]) -> dict[str, float]:
@@ -37,6 +37,53 @@ def summarize(groups: list[Group]) -> dict[str, float]:
     return summary
 
 
+def eval_tasks(env: Env, config: Config) -> list[Task]:
+    """The tasks of `eval.split`, the first `eval.max_tasks` of them when set."""
+    return env.tasks(config.eval.split)[: config.eval.max_tasks]
+
+
+def rollout_split(
+    env: Env,
+    backend: Backend,
+    tokenizer: PreTrainedTokenizerBase,
+    config: Config,
+    name: str = "eval",
+) -> list[Group]:
+    """`eval.samples_per_task` seeded episodes on each evaluation task.
+
+    The same seed and policy give the same episodes, so a before/after comparison sees the same
+    random draws.
+    """
+    torch.manual_seed(config.eval.seed)
+    return run_groups(
+        env,
+        eval_tasks(env, config),
+        config.eval.samples_per_task,
+        lambda task: Policy(
+            backend, tokenizer, task.id, config.rollout.max_new_tokens, greedy=config.eval.greedy
+        ),
+        max_concurrent=config.rollout.max_concurrent_episodes,
+        description=name,
+    )
+
+
+def write_groups(
+    groups: list[Group], path: str | Path, extra: list[list[dict]] | None = None
+) -> None:
+    """One task a line with its trajectories; `extra[g][t]` is merged into trajectory t of
+    group g (e.g. the final ranking)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as file:
+        for g, group in enumerate(groups):
+            trajectories = [json.loads(t.to_json()) for t in group.trajectories]
+            if extra is not None:
+                for t, trajectory in enumerate(trajectories):
+                    trajectory.update(extra[g][t])
+            record = {"task": asdict(group.task), "trajectories": trajectories}
+            file.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
 def evaluate(
     env: Env,
     backend: Backend,
@@ -45,38 +92,13 @@ def evaluate(
     out_dir: str | Path | None = None,
     name: str = "eval",
 ) -> dict[str, float]:
-    """Run `eval.samples_per_task` seeded episodes on each task of `eval.split`.
-
-    The same seed and policy give the same episodes, so a before/after comparison sees the same
-    random draws. Writes `<out_dir>/<name>.jsonl` (one task a line, trajectories included) and
-    `<out_dir>/<name>_summary.json`.
-    """
-    tasks = env.tasks(config.eval.split)
-    if config.eval.max_tasks is not None:
-        tasks = tasks[: config.eval.max_tasks]
-    torch.manual_seed(config.eval.seed)
-    groups = run_groups(
-        env,
-        tasks,
-        config.eval.samples_per_task,
-        lambda task: Policy(
-            backend, tokenizer, task.id, config.rollout.max_new_tokens, greedy=config.eval.greedy
-        ),
-        max_concurrent=config.rollout.max_concurrent_episodes,
-        description=name,
-    )
+    """Roll out the evaluation split and average the episode metrics; writes
+    `<out_dir>/<name>.jsonl` (one task a line, trajectories included) and `<name>_summary.json`."""
+    groups = rollout_split(env, backend, tokenizer, config, name)
     summary = summarize(groups)
     if out_dir is not None:
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with (out_dir / f"{name}.jsonl").open("w", encoding="utf-8") as file:
-            for group in groups:
-                record = {
-                    "task": asdict(group.task),
-                    "trajectories": [json.loads(t.to_json()) for t in group.trajectories],
-                }
-                file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        (out_dir / f"{name}_summary.json").write_text(json.dumps(summary, indent=2))
+        write_groups(groups, Path(out_dir) / f"{name}.jsonl")
+        (Path(out_dir) / f"{name}_summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 

@@ -51,7 +51,9 @@ def test_unmatched_gold_stops_unless_allowed(tmp_path):
     queries = dict(QUERIES)
     queries["3"] = {"query": "q", "label": ["不存在的法条:\n【无】"], "label_length": 1}
     queries_path, corpus_path = _write(tmp_path, queries)
-    with pytest.raises(DatasetError, match=r"q\.json: 1 gold label\(s\) match no article .*3: '不存在的法条"):
+    with pytest.raises(
+        DatasetError, match=r"q\.json: 1 gold label\(s\) match no article .*3: '不存在的法条"
+    ):
         load_csaid(queries_path, corpus_path)
     data = load_csaid(queries_path, corpus_path, allow_unmatched=True)
     assert [t.id for t in data.splits["test"]] == ["1", "2"]

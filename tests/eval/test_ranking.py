@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from lexrl.eval.ranking import ranking_metrics
+from lexrl.eval.ranking import per_query_metrics, ranking_metrics
 
 
 def direct(ranking, gold, k):
@@ -39,3 +39,8 @@ def test_hand_example():
     metrics = ranking_metrics({"a": [5, 1, 7], "b": [3]}, {"a": [1, 2], "b": [3], "c": [9]}, ks=[2])
     assert metrics["recall@2"] == pytest.approx((0.5 + 1 + 0) / 3)
     assert metrics["mrr@2"] == pytest.approx((0.5 + 1 + 0) / 3)
+
+
+def test_nothing_retrieved_scores_zero_for_every_query():
+    per_query = per_query_metrics({"a": [], "b": []}, {"a": [1], "b": [2, 3]}, ["recall@14"])
+    assert per_query == {"recall@14": {"a": 0.0, "b": 0.0}}

@@ -55,7 +55,9 @@ def server(tmp_path_factory):
             if self.path == "/v1/rerank":
                 scores = reranker.score(request["query"], request["documents"])
                 results = [{"index": i, "relevance_score": s} for i, s in enumerate(scores)]
-                return self._reply(200, {"results": sorted(results, key=lambda r: -r["relevance_score"])})
+                return self._reply(
+                    200, {"results": sorted(results, key=lambda r: -r["relevance_score"])}
+                )
             return self._reply(404, {"error": "no such route"})
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

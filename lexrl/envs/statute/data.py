@@ -140,7 +140,9 @@ def load_csaid(
     queries_path = Path(queries_path)
     records = read_json(queries_path)
     if not isinstance(records, dict):
-        raise DatasetError(f'{queries_path}: expected a JSON dict {{query id: {{"query", "label"}}}}')
+        raise DatasetError(
+            f'{queries_path}: expected a JSON dict {{query id: {{"query", "label"}}}}'
+        )
     for key, record in records.items():
         missing = [k for k in ("query", "label") if not isinstance(record, dict) or k not in record]
         if missing:

@@ -204,7 +204,9 @@ class StatuteEnv(Env):
 
     def search(self, query: str, k: int, retriever: Retriever | None = None) -> list[Any]:
         """Article ids of the k best hits for `query` (default: the env's retriever), best first."""
-        return [self.corpus[h.doc_index]["id"] for h in (retriever or self.retriever).search(query, k)]
+        return [
+            self.corpus[h.doc_index]["id"] for h in (retriever or self.retriever).search(query, k)
+        ]
 
     def retrieve(self, query: str) -> list[tuple[Any, float]]:
         """(article id, score) for one emitted query: the first stage's top-`first_stage_k`,

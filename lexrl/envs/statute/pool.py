@@ -22,7 +22,9 @@ class CandidatePool:
         for rank, doc_id in enumerate(ranked_doc_ids, start=1):
             self._first_seen.setdefault(doc_id, len(self._first_seen))
             self._score[doc_id] = self._score.get(doc_id, 0.0) + 1.0 / (RRF_K + rank)
-        for doc_id, score in zip(ranked_doc_ids, scores or [0.0] * len(ranked_doc_ids), strict=True):
+        for doc_id, score in zip(
+            ranked_doc_ids, scores or [0.0] * len(ranked_doc_ids), strict=True
+        ):
             best = self._best_retrieval_score.get(doc_id, float("-inf"))
             self._best_retrieval_score[doc_id] = max(best, float(score))
 

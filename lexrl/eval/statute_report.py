@@ -1,0 +1,242 @@
+"""Statute-retrieval evaluation: the policy's MAS stage and end-to-end ranking, and the raw-query
+baselines, in one report with bootstrap 95% intervals.
+
+- MAS stage (LegalMALR Table 7): the pool, best first, cut to `mas_k` (14): Recall and Hit.
+- End to end: the pool re-ordered by the final LLM reranker when one is configured (else the pool
+  order), scored at every K of `eval.ks` with Recall, MRR, nDCG and Hit (ranx).
+- Baselines on the raw query: BM25, dense, dense + the light reranker.
+With several samples a task, a task's value is the mean over its samples; intervals resample tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from tqdm.auto import tqdm
+
+from lexrl.config import Config
+from lexrl.envs.statute import StatuteEnv
+from lexrl.eval.bootstrap import mean_with_ci
+from lexrl.eval.evaluate import summarize, write_groups
+from lexrl.eval.llm_rerank import Candidate, LLMReranker, RerankResult
+from lexrl.eval.ranking import metric_names, per_query_metrics
+from lexrl.types import Group, Task
+
+BASELINE_RETRIEVERS = {
+    "bm25": ("bm25", False),
+    "dense": ("dense", False),
+    "dense+reranker": ("dense", True),
+}
+
+
+def task_means(per_sample: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Average `metric -> "<task id>#<sample>" -> value` over each task's samples."""
+    out: dict[str, dict[str, float]] = {}
+    for name, values in per_sample.items():
+        grouped: dict[str, list[float]] = {}
+        for key, value in values.items():
+            grouped.setdefault(key.rsplit("#", 1)[0], []).append(value)
+        out[name] = {task: float(np.mean(v)) for task, v in grouped.items()}
+    return out
+
+
+def with_intervals(
+    per_task: dict[str, dict[str, float]], resamples: int, seed: int
+) -> dict[str, dict[str, float]]:
+    return {
+        name: mean_with_ci(list(values.values()), n_resamples=resamples, seed=seed)
+        for name, values in per_task.items()
+    }
+
+
+def final_rankings(
+    env: StatuteEnv, groups: list[Group], config: Config
+) -> tuple[list[list[list]], list[list[RerankResult | None]]]:
+    """Per group and trajectory: the end-to-end ranking and the LLM reranker's record."""
+    pools = [[t.outcome["pool"] for t in g.trajectories] for g in groups]
+    reranker_config = config.eval.final_reranker
+    if not reranker_config.model:
+        return pools, [[None] * len(p) for p in pools]
+    reranker = LLMReranker(reranker_config, env.config.language)
+    items = []
+    for group in groups:
+        for trajectory in group.trajectories:
+            pool, scores = trajectory.outcome["pool"], trajectory.outcome["scores"]
+            candidates = [
+                Candidate(env.documents[env.id_to_index[doc]], score)
+                for doc, score in zip(pool, scores, strict=True)
+            ]
+            items.append((group.task.inputs["query"], candidates))
+    results = iter(asyncio.run(reranker.rerank_many(items)))
+    rankings, records = [], []
+    for group_pools in pools:
+        group_rankings, group_records = [], []
+        for pool in group_pools:
+            result = next(results)
+            shown = pool[: reranker_config.max_candidates]
+            group_rankings.append([shown[i] for i in result.order] + pool[len(shown) :])
+            group_records.append(result)
+        rankings.append(group_rankings)
+        records.append(group_records)
+    return rankings, records
+
+
+def policy_report(
+    env: StatuteEnv, groups: list[Group], config: Config, out_path: Path | None
+) -> tuple[dict[str, dict[str, float]], dict[str, object]]:
+    """Metrics with intervals for the policy, and notes (episode means, reranker failures)."""
+    mas_k = env.config.mas_k
+    gold, mas, final = {}, {}, {}
+    rankings, records = final_rankings(env, groups, config)
+    for g, group in enumerate(groups):
+        for t, trajectory in enumerate(group.trajectories):
+            key = f"{group.task.id}#{t}"
+            gold[key] = group.task.gold
+            mas[key] = trajectory.outcome["pool"][:mas_k]
+            final[key] = rankings[g][t]
+    mas_metrics = per_query_metrics(mas, gold, [f"recall@{mas_k}", f"hit_rate@{mas_k}"])
+    per_sample = {f"mas_{name}": values for name, values in mas_metrics.items()}
+    per_sample.update(per_query_metrics(final, gold, metric_names(config.eval.ks)))
+    metrics = with_intervals(
+        task_means(per_sample), config.eval.bootstrap_resamples, config.eval.seed
+    )
+    flat = [r for rs in records for r in rs if r is not None]
+    notes: dict[str, object] = {"episode_means": summarize(groups)}
+    if config.eval.final_reranker.model:
+        notes["final_reranker"] = {
+            "model": config.eval.final_reranker.model,
+            "queries": len(flat),
+            "unparsable_after_retries": sum(1 for r in flat if r.error),
+            "retried": sum(1 for r in flat if r.attempts > 1),
+        }
+    if out_path is not None:
+        extra = [
+            [
+                {"final_ranking": rankings[g][t], "final_reranker": asdict(r) if r else None}
+                for t, r in enumerate(records[g])
+            ]
+            for g in range(len(groups))
+        ]
+        write_groups(groups, out_path, extra)
+    return metrics, notes
+
+
+def baseline_report(
+    env: StatuteEnv, tasks: Sequence[Task], name: str, config: Config, out_path: Path | None
+) -> dict[str, dict[str, float]]:
+    """Metrics with intervals of one raw-query baseline; writes its per-query rankings."""
+    first_stage, rerank = BASELINE_RETRIEVERS[name]
+    retriever = env.build_retriever(first_stage=first_stage, rerank=rerank)
+    depth = max(config.eval.ks)
+    rankings = {
+        task.id: env.search(task.inputs["query"], depth, retriever)
+        for task in tqdm(tasks, desc=f"baseline {name}", leave=False)
+    }
+    gold = {task.id: task.gold for task in tasks}
+    per_task = per_query_metrics(rankings, gold, metric_names(config.eval.ks))
+    if out_path is not None:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        with out_path.open("w", encoding="utf-8") as file:
+            for task in tasks:
+                record = {
+                    "id": task.id,
+                    "query": task.inputs["query"],
+                    "gold": task.gold,
+                    "ranking": rankings[task.id],
+                }
+                file.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return with_intervals(per_task, config.eval.bootstrap_resamples, config.eval.seed)
+
+
+def statute_report(
+    env: StatuteEnv,
+    tasks: Sequence[Task],
+    config: Config,
+    groups: list[Group] | None = None,
+    policy_name: str = "policy",
+    out_dir: str | Path | None = None,
+) -> dict[str, object]:
+    """Evaluate the policy's `groups` (if given) and `eval.baselines` on `tasks`; writes
+    `eval_<split>.jsonl`, `baseline_<name>_<split>.jsonl`, and `eval_<split>_report.{json,md}`."""
+    split = config.eval.split
+    out = Path(out_dir) if out_dir is not None else None
+    systems: dict[str, dict[str, dict[str, float]]] = {}
+    notes: dict[str, object] = {}
+    if groups is not None:
+        path = out / f"eval_{split}.jsonl" if out else None
+        systems[policy_name], notes[policy_name] = policy_report(env, groups, config, path)
+    for name in config.eval.baselines:
+        path = out / f"baseline_{name}_{split}.jsonl" if out else None
+        systems[name] = baseline_report(env, tasks, name, config, path)
+    report = {
+        "split": split,
+        "queries": len(tasks),
+        "samples_per_task": config.eval.samples_per_task if groups is not None else None,
+        "corpus": env.corpus_source,
+        "corpus_size": len(env.corpus),
+        "retrieval": asdict(env.config.retrieval),
+        "interval": f"percentile bootstrap 95%, {config.eval.bootstrap_resamples} resamples of the queries",
+        "systems": systems,
+        "notes": notes,
+    }
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"eval_{split}_report.json").write_text(
+            json.dumps(report, indent=2, ensure_ascii=False)
+        )
+        (out / f"eval_{split}_report.md").write_text(markdown_report(report))
+    return report
+
+
+def _metric_order(systems: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    return list(dict.fromkeys(m for metrics in systems.values() for m in metrics))
+
+
+def _cell(value: dict[str, float] | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value['mean']:.4f} [{value['low']:.3f}, {value['high']:.3f}]"
+
+
+def markdown_report(report: dict) -> str:
+    systems = report["systems"]
+    metrics = _metric_order(systems)
+    lines = [
+        f"# Statute retrieval, {report['split']} split ({report['queries']} queries)",
+        "",
+        f"Corpus: {report['corpus']}. Intervals: {report['interval']}.",
+        "MRR scores a query with no gold in the top K as 0 (LegalMALR counts it as rank K+1).",
+        "",
+        "| system | " + " | ".join(metrics) + " |",
+        "|---|" + "---|" * len(metrics),
+    ]
+    for name, values in systems.items():
+        lines.append(f"| {name} | " + " | ".join(_cell(values.get(m)) for m in metrics) + " |")
+    for name, note in report["notes"].items():
+        if "final_reranker" in note:
+            lines += ["", f"Final reranker ({name}): {json.dumps(note['final_reranker'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def print_report(report: dict, console: Console | None = None) -> None:
+    """One row per metric, one column per system: mean [95% interval]."""
+    console = console or Console()
+    systems = report["systems"]
+    table = Table(title=f"{report['split']} ({report['queries']} queries), mean [95% CI]")
+    table.add_column("metric")
+    for name in systems:
+        table.add_column(name, justify="right")
+    for metric in _metric_order(systems):
+        table.add_row(metric, *(_cell(systems[name].get(metric)) for name in systems))
+    console.print(table)
+    console.print(f"corpus: {report['corpus']}")
+    for name, note in report["notes"].items():
+        if "final_reranker" in note:
+            console.print(f"final reranker ({name}): {note['final_reranker']}")
