@@ -155,8 +155,8 @@ class StatuteEnvConfig:
     "label_length"}` keyed by query id (test split only). `jsonl`: a questions file with `{split}` in its name,
     one `{"id", "query", "gold": [article ids]}` a line."""
     split_path: str = ""
-    """`stard`: `{"train": [query_id], "test": [...]}` (../shared/data/stard/split.json is the
-    1,234/309 split of later work)."""
+    """`stard`: `{"train": [query_id], "test": [...]}`; empty: the 1,234/309 split of later work,
+    shipped with lexrl (the same as ../shared/data/stard/split.json)."""
     corpus_path: str = ""
     """Corpus file: one `{"id", "name", "content"}` article a line (STARD's `corpus.jsonl`, and
     `jsonl`), or for `csaid` a JSON list of article strings. For `stard` and `csaid` it may be

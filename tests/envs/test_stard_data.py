@@ -6,7 +6,7 @@ import pytest
 from lexrl.config import StatuteEnvConfig
 from lexrl.envs.data import DatasetError
 from lexrl.envs.statute import StatuteEnv
-from lexrl.envs.statute.data import load_stard
+from lexrl.envs.statute.data import default_stard_split, load_stard
 
 STARD = Path(__file__).parents[2].parent / "shared" / "data" / "stard"
 needs_stard = pytest.mark.skipif(
@@ -23,6 +23,19 @@ def test_stard_loader_statistics():
     assert sum(len(t.gold) for t in tasks) / len(tasks) == pytest.approx(1.76, abs=0.01)
     assert len(data.corpus) == 1445 and "gold-article union" in data.corpus_source
     assert not data.notes
+
+
+def test_shipped_split_is_1234_309_and_disjoint():
+    split = json.loads(default_stard_split().read_text())
+    assert (len(split["train"]), len(split["test"])) == (1234, 309)
+    assert not set(split["train"]) & set(split["test"])
+
+
+@needs_stard
+def test_shipped_split_is_the_shared_one():
+    shipped = json.loads(default_stard_split().read_text())
+    shared = json.loads((STARD / "split.json").read_text())
+    assert (shipped["train"], shipped["test"]) == (shared["train"], shared["test"])
 
 
 @needs_stard

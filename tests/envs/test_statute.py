@@ -187,3 +187,36 @@ def test_chinese_prompts_load():
     prompts = load_prompts("zh")
     assert set(prompts) == set(ROLES)
     assert "JSON" in prompts["planner"] and "规划" in prompts["planner"]
+
+
+def test_dense_first_stage_and_reranker_feed_the_pool(tmp_path, tiny_model):
+    from lexrl.config import RetrievalConfig
+
+    _, tokenizer = tiny_model
+    config = StatuteEnvConfig(
+        first_stage_k=6,
+        final_k=2,
+        retrieval=RetrievalConfig(
+            first_stage="dense",
+            dense_model="tiny",
+            reranker_model="tiny",
+            index_dir=str(tmp_path / "index"),
+            device="cpu",
+        ),
+    )
+    env = StatuteEnv.from_config(config)
+    hits = env.retrieve("security deposit refund")
+    reranker = env.retriever.retriever.reranker
+    dense_top = env.retriever.retriever.first_stage.search("security deposit refund", 6)
+    scores = reranker.score(
+        "security deposit refund", [env.documents[h.doc_index] for h in dense_top]
+    )
+    best = sorted(zip(scores, dense_top, strict=True), key=lambda pair: -pair[0])[:2]
+    assert hits == [(env.corpus[h.doc_index]["id"], pytest.approx(s)) for s, h in best]
+
+    task = env.tasks("test")[0]
+    teacher = env.teacher(task, random.Random(1))
+    trajectory = asyncio.run(env.run_episode(task, ScriptedPolicy(tokenizer, task.id, teacher)))
+    outcome = trajectory.outcome
+    assert len(outcome["scores"]) == len(outcome["pool"]) > 0
+    assert all(isinstance(score, float) for score in outcome["scores"])

@@ -4,7 +4,8 @@ STARD (Su et al. 2024, github oneal2000/STARD, MIT licence).
 
 Files of the public release: `queries.json` (a JSON list; `query_id`, `问题`, `相关法规` {article
 name: text}, `match_id` [corpus ids], `match_name`), a split file `{"train": [query_id], "test":
-[...]}` (the 1,234/309 split later work uses), and `corpus.jsonl` (`{"id", "name", "content"}` a
+[...]}` (the 1,234/309 split later work uses; it ships as `stard_split.json` beside this module,
+from the LeCoQA release, MIT, Copyright (c) 2024 THUIR), and `corpus.jsonl` (`{"id", "name", "content"}` a
 line, 55,348 articles). Without a corpus file the union of the gold articles named in the queries
 file is the corpus; `StardData.corpus_source` says which, so every report can say so.
 `cn_stopwords.txt` beside this module is STARD's BM25 stopword list (MIT, Copyright (c) 2024 THUIR).
@@ -52,10 +53,17 @@ def load_stopwords(path: str | Path) -> frozenset[str]:
     return _stopword_set(Path(path).read_text(encoding="utf-8"))
 
 
+def default_stard_split() -> Path:
+    """The 1,234/309 query_id split later work uses (from the LeCoQA release, MIT), shipped here."""
+    return Path(str(resources.files("lexrl.envs.statute") / "stard_split.json"))
+
+
 def load_stard(
-    queries_path: str | Path, split_path: str | Path, corpus_path: str | Path | None = None
+    queries_path: str | Path, split_path: str | Path | None, corpus_path: str | Path | None = None
 ) -> StatuteData:
-    queries_path, split_path = Path(queries_path), Path(split_path)
+    """STARD with `split_path` (empty: the shipped 1,234/309 split)."""
+    queries_path = Path(queries_path)
+    split_path = Path(split_path) if split_path else default_stard_split()
     records = read_json(queries_path)
     if not isinstance(records, list):
         raise DatasetError(f"{queries_path}: expected a JSON list of queries")
