@@ -71,19 +71,21 @@ def _load(path: str | None, overrides: list[str]) -> Config:
 
 
 def _policy_from_checkpoint(config: Config, checkpoint: str | None):
+    import torch
     from accelerate import Accelerator
 
     from lexrl.rollout.backend import HFBackend
     from lexrl.train.checkpoint import load_adapter_weights
     from lexrl.train.trainer import build_policy
 
-    env, policy, tokenizer = build_policy(config, Accelerator(cpu=True))
+    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    env, policy, tokenizer = build_policy(config, accelerator)
     if checkpoint:
         adapter = Path(checkpoint) / "adapter"
         if not (adapter / "adapter_model.safetensors").is_file():
             raise SystemExit(f"no adapter in {adapter}: pass a folder written by `lexrl train`")
         load_adapter_weights(policy, adapter)
-    policy.eval()
+    policy.to(accelerator.device).eval()
     return (
         env,
         HFBackend(policy, tokenizer, config.rollout.max_batch_size, config.rollout.batch_wait_ms),

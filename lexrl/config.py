@@ -137,7 +137,9 @@ class RetrievalConfig:
     api_key_env: str = "LEXRL_RETRIEVAL_API_KEY"
     """Environment variable holding the endpoints' API key (unset: no Authorization header)."""
     device: str = ""
-    """Torch device of local dense/reranker models; empty: sentence-transformers' choice."""
+    """Torch device of local dense/reranker models; empty: this process's GPU (`cuda:LOCAL_RANK`)
+    when there is one, else the CPU. With 8 training processes and 4B retrieval models, serve
+    them once instead (`dense_endpoint`, `reranker_endpoint`)."""
     batch_size: int = 32
     """Encoder / reranker batch size."""
     index_dir: str = ".lexrl_cache/index"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +23,18 @@ def _local_model(name: str, kind: str, documents: Sequence[str], config: Retriev
     return str(tiny_retrieval_model(kind, list(documents), cache))  # type: ignore[arg-type]
 
 
+def _device(config: RetrievalConfig) -> str | None:
+    """The configured device, else this process's GPU under `accelerate launch` (LOCAL_RANK),
+    so 8 processes do not all load the retrieval models onto GPU 0."""
+    if config.device:
+        return config.device
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+    return None
+
+
 def build_encoder(config: RetrievalConfig, documents: Sequence[str]) -> Encoder:
     if not config.dense_model:
         raise ValueError("no dense model: set `env.statute.retrieval.dense_model`")
@@ -36,7 +49,7 @@ def build_encoder(config: RetrievalConfig, documents: Sequence[str]) -> Encoder:
         _local_model(config.dense_model, "embedder", documents, config),
         config.dense_query_prompt,
         config.batch_size,
-        config.device or None,
+        _device(config),
     )
 
 
@@ -50,7 +63,7 @@ def build_reranker(config: RetrievalConfig, documents: Sequence[str]) -> Reranke
     return CrossEncoderReranker(
         _local_model(config.reranker_model, "reranker", documents, config),
         config.batch_size,
-        device=config.device or None,
+        device=_device(config),
     )
 
 

@@ -110,6 +110,8 @@ class HFBackend:
         for row, prompt in enumerate(prompts):
             input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
             attention_mask[row, width - len(prompt) :] = 1
+        device = next(self.model.parameters()).device
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         greedy = sampling.temperature <= 0
         was_training = self.model.training
         self.model.eval()

@@ -93,3 +93,26 @@ def test_stard_with_a_corpus_file_reports_gold_outside_it(tmp_path):
     data = load_stard(queries, split, corpus)
     assert data.splits["test"][0].gold == [] and data.notes
     assert data.corpus_source.startswith("corpus.jsonl")
+
+
+@needs_stard
+def test_stard_bm25_baseline_equals_direct_formulas(tmp_path):
+    from lexrl.config import Config
+    from lexrl.eval.statute_report import statute_report
+    from tests.eval.test_ranking import direct
+
+    config = Config()
+    config.env.statute = StatuteEnvConfig(
+        dataset="stard", language="zh", queries_path=str(STARD / "queries.json")
+    )
+    config.eval.policy = False
+    config.eval.baselines = ["bm25"]
+    env = StatuteEnv.from_config(config.env.statute)
+    tasks = env.tasks("test")
+    report = statute_report(env, tasks, config, out_dir=tmp_path)
+    records = [json.loads(line) for line in (tmp_path / "baseline_bm25_test.jsonl").open()]
+    assert len(records) == 309
+    for name in ("recall@10", "mrr@10"):
+        expected = sum(direct(r["ranking"], r["gold"], 10)[name] for r in records) / 309
+        assert report["systems"]["bm25"][name]["mean"] == pytest.approx(expected, abs=1e-9)
+    assert report["systems"]["bm25"]["recall@10"]["mean"] == pytest.approx(0.5687, abs=1e-4)
