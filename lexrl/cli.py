@@ -1,4 +1,4 @@
-"""`lexrl train | eval | rollout | index | envs`.
+"""`lexrl train | eval | rollout | index | serve | envs`.
 
 Every command takes a YAML config and `--section.key value` overrides, parsed and validated
 before torch is imported, so `--help` and config errors answer at once.
@@ -45,6 +45,14 @@ def _parser() -> argparse.ArgumentParser:
         "index", help="encode the env's corpus for dense retrieval (cached)", add_help=False
     )
     index.add_argument("config", nargs="?")
+    serve = commands.add_parser(
+        "serve",
+        help="start a vLLM server for the config's base model (LoRA hot-loading on)",
+        add_help=False,
+    )
+    serve.add_argument("config", nargs="?")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
     envs = commands.add_parser("envs", help="list the registered environments")
     envs.add_argument("name", nargs="?")
     envs.add_argument(
@@ -59,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 def _load(path: str | None, overrides: list[str]) -> Config:
     if path is None and not {"-h", "--help"} & set(overrides):
         print(
-            "usage: lexrl {train,eval,rollout,index} CONFIG [--section.key value ...] (--help lists the keys)",
+            "usage: lexrl {train,eval,rollout,index,serve} CONFIG [--section.key value ...] (--help lists the keys)",
             file=sys.stderr,
         )
         raise SystemExit(2)
@@ -74,23 +82,23 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
     import torch
     from accelerate import Accelerator
 
-    from lexrl.rollout.backend import HFBackend
+    from lexrl.rollout.factory import make_backend
     from lexrl.train.checkpoint import load_adapter_weights
     from lexrl.train.trainer import build_policy
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
-    env, policy, tokenizer = build_policy(config, accelerator)
-    if checkpoint:
-        adapter = Path(checkpoint) / "adapter"
+    env, policy, tokenizer, base_path = build_policy(config, accelerator)
+    adapter = Path(checkpoint) / "adapter" if checkpoint else None
+    if adapter is not None:
         if not (adapter / "adapter_model.safetensors").is_file():
             raise SystemExit(f"no adapter in {adapter}: pass a folder written by `lexrl train`")
         load_adapter_weights(policy, adapter)
     policy.to(accelerator.device).eval()
-    return (
-        env,
-        HFBackend(policy, tokenizer, config.rollout.max_batch_size, config.rollout.batch_wait_ms),
-        tokenizer,
-    )
+    backend = make_backend(config, policy, tokenizer, base_path)
+    if adapter is not None and backend.needs_adapter_files:
+        # A version number no training run reaches, so a shared server keeps both.
+        backend.load_adapter(adapter, version=1_000_000)
+    return env, backend, tokenizer
 
 
 def _evaluate(config: Config, checkpoint: str | None) -> None:
@@ -172,6 +180,10 @@ def main(argv: list[str] | None = None) -> None:
         _evaluate(config, args.checkpoint)
     elif args.command == "index":
         _index(config)
+    elif args.command == "serve":
+        from lexrl.rollout.serve import serve
+
+        serve(config, args.host, args.port)
     elif args.command == "rollout":
         import torch
 

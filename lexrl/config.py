@@ -64,7 +64,22 @@ class LoraConfig:
 @dataclass
 class RolloutConfig:
     backend: str = "hf"
-    """Generation backend: `hf` (transformers in-process, batched)."""
+    """Generation backend: `hf` (transformers in-process, batched), `vllm-server` (vLLM
+    OpenAI-compatible servers at `vllm_urls`, adapters hot-loaded after each step; start one with
+    `lexrl serve`) or `vllm-engine` (vllm.LLM inside each training process)."""
+    vllm_urls: list[str] = field(default_factory=lambda: ["http://127.0.0.1:8000"])
+    """`vllm-server`: server base URLs (without /v1); several are replicas sharing the load."""
+    vllm_served_model: str = "base"
+    """`vllm-server`: the name the server serves the base model under (`lexrl serve`: base)."""
+    vllm_max_concurrency: int = 64
+    """`vllm-server`: requests in flight per training process."""
+    vllm_timeout_s: float = 600.0
+    """`vllm-server`: per-request timeout."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """`vllm-engine` and `lexrl serve`: fraction of GPU memory vLLM may take (CPU: its KV cache
+    is `VLLM_CPU_KVCACHE_SPACE` GiB instead)."""
+    vllm_max_model_len: int = 4096
+    """`vllm-engine` and `lexrl serve`: longest prompt + completion."""
     max_new_tokens: int = 96
     """Completion length cap per LLM call."""
     max_batch_size: int = 64
@@ -112,6 +127,14 @@ class GRPOConfig:
     """Training rows per forward/backward; gradients accumulate over the step's rows."""
     updates_per_batch: int = 1
     """Optimizer updates per rollout batch; above 1 the PPO ratio moves away from 1."""
+    importance_sampling: str = "auto"
+    """Correction for the sampler/trainer mismatch with weights pi_old / pi_sampler (TRL's GRPO
+    trainer: `sequence_mask`, cap 3): `token_truncate`, `token_mask`, `sequence_truncate`,
+    `sequence_mask`, `none`, or `auto` = `sequence_mask` for the vLLM backends and `none` for
+    `hf`, which samples from the trainer's own weights. Anything but `none` costs one extra
+    forward pass (no grad) per row and logs mismatch/* metrics."""
+    importance_sampling_cap: float = 3.0
+    """Upper bound C of the importance ratio (TRL: vllm_importance_sampling_clip_max = 3.0)."""
 
 
 @dataclass
@@ -316,7 +339,15 @@ class Config:
 _CHOICES = {
     "grpo.loss": ("reinforce", "grpo", "dr_grpo", "dapo"),
     "grpo.scale_rewards": ("group", "batch", "none"),
-    "rollout.backend": ("hf",),
+    "grpo.importance_sampling": (
+        "auto",
+        "none",
+        "token_truncate",
+        "token_mask",
+        "sequence_truncate",
+        "sequence_mask",
+    ),
+    "rollout.backend": ("hf", "vllm-server", "vllm-engine"),
     "env.statute.language": ("en", "zh"),
     "env.statute.dataset": ("demo", "stard", "csaid", "jsonl"),
     "env.statute.retrieval.first_stage": ("bm25", "dense"),

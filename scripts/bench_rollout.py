@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=8)
     args, overrides = parser.parse_known_args()
     config = load_config(args.config, overrides)
-    env, policy, tokenizer = build_policy(config, Accelerator(cpu=True))
+    env, policy, tokenizer, _ = build_policy(config, Accelerator(cpu=True))
     policy.eval()
     backend = HFBackend(
         policy, tokenizer, config.rollout.max_batch_size, config.rollout.batch_wait_ms

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import torch
@@ -34,8 +35,31 @@ class Completion:
 
 class Backend(Protocol):
     adapter_version: int
+    """The adapter version every new completion is sampled from (recorded in each Turn)."""
+    needs_adapter_files: bool
+    """True when the trainer must save the adapter and `load_adapter` it after each step
+    (a separate inference engine); False when the backend samples from the live weights."""
+    shared_by_processes: bool
+    """True when all training processes sample from the same engine (a server): only the main
+    process loads an adapter, the others `use_adapter` it."""
 
     async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Completion: ...
+
+    def load_adapter(self, adapter_dir: Path, version: int) -> None:
+        """Make the adapter saved in `adapter_dir` the one sampled from, as `version`."""
+        ...
+
+    def use_adapter(self, version: int) -> None:
+        """Sample from `version`, already loaded (by another process of the same run)."""
+        ...
+
+    def release_memory(self) -> None:
+        """Called before each optimizer update (a colocated GPU engine sleeps)."""
+        ...
+
+    def resume(self) -> None:
+        """Called after each optimizer update."""
+        ...
 
 
 @dataclass
@@ -45,24 +69,26 @@ class _Request:
     future: asyncio.Future
 
 
-class HFBackend:
-    """transformers `generate` on the live (LoRA) model; concurrent requests share a batch."""
+class MicroBatchedBackend:
+    """Gathers the requests of concurrent episodes into batches for `generate_batch`, one batch
+    per sampling setting, at most `max_batch_size` prompts each."""
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
-        max_batch_size: int = 64,
-        batch_wait_ms: float = 2.0,
-    ):
-        self.model = model
-        self.tokenizer = tokenizer
+    def __init__(self, max_batch_size: int = 64, batch_wait_ms: float = 2.0):
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_ms / 1000
         self.adapter_version = 0
         self.batches_run = 0
         self._queue: asyncio.Queue[_Request] | None = None
         self._worker: asyncio.Task | None = None
+
+    def generate_batch(self, prompts: list[list[int]], sampling: Sampling) -> list[Completion]:
+        raise NotImplementedError
+
+    def release_memory(self) -> None:
+        """Before the optimizer update: give accelerator memory back (GPU engines sleep)."""
+
+    def resume(self) -> None:
+        """After the update: take the memory back."""
 
     async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
         loop = asyncio.get_running_loop()
@@ -87,6 +113,7 @@ class HFBackend:
             for sampling, same in by_sampling.items():
                 for start in range(0, len(same), self.max_batch_size):
                     chunk = same[start : start + self.max_batch_size]
+                    self.batches_run += 1
                     try:
                         results = self.generate_batch([r.prompt_ids for r in chunk], sampling)
                     except Exception as error:  # noqa: BLE001 - the caller gets the error
@@ -98,10 +125,33 @@ class HFBackend:
                         if not request.future.done():
                             request.future.set_result(result)
 
+
+class HFBackend(MicroBatchedBackend):
+    """transformers `generate` on the live (LoRA) model; concurrent requests share a batch."""
+
+    needs_adapter_files = False
+    shared_by_processes = False
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_batch_size: int = 64,
+        batch_wait_ms: float = 2.0,
+    ):
+        super().__init__(max_batch_size, batch_wait_ms)
+        self.model = model
+        self.tokenizer = tokenizer
+
+    def load_adapter(self, adapter_dir: Path, version: int) -> None:
+        self.use_adapter(version)
+
+    def use_adapter(self, version: int) -> None:
+        self.adapter_version = version
+
     @torch.no_grad()
     def generate_batch(self, prompts: list[list[int]], sampling: Sampling) -> list[Completion]:
         """One padded `generate` call; log-probs are recomputed from the returned scores."""
-        self.batches_run += 1
         pad_id = self.tokenizer.pad_token_id
         eos_id = self.tokenizer.eos_token_id
         width = max(len(p) for p in prompts)

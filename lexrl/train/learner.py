@@ -17,7 +17,7 @@ from transformers import get_cosine_schedule_with_warmup
 
 from lexrl.config import GRPOConfig
 from lexrl.train.advantages import Row
-from lexrl.train.loss import LossInputs, Totals, policy_loss
+from lexrl.train.loss import LossInputs, Totals, importance_weights, policy_loss
 
 
 def pack_rows(rows: Sequence[Row], pad_id: int) -> dict[str, torch.Tensor]:
@@ -93,10 +93,13 @@ class Learner:
         max_steps: int,
         accelerator: Accelerator,
         pad_id: int,
+        importance_sampling: str = "none",
     ):
+        """`importance_sampling`: a mode of `importance_weights` (`auto` already resolved)."""
         self.config = config
         self.accelerator = accelerator
         self.pad_id = pad_id
+        self.importance_sampling = importance_sampling
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(
             trainable, lr=config.learning_rate, weight_decay=config.weight_decay
@@ -114,18 +117,30 @@ class Learner:
     def update(self, rows: Sequence[Row]) -> dict[str, float]:
         """One optimizer step (per `updates_per_batch`) over `rows`, this process's share."""
         totals = global_totals(rows, self.accelerator)
+        chunks = [
+            rows[i : i + self.config.micro_batch_size]
+            for i in range(0, len(rows), self.config.micro_batch_size)
+        ]
+        old = self._old_logprobs(chunks) if self.importance_sampling != "none" else None
         metrics: dict[str, float] = {}
         for _ in range(self.config.updates_per_batch):
-            metrics = self._step(rows, totals)
+            metrics = self._step(chunks, totals, old)
         return metrics
 
-    def _step(self, rows: Sequence[Row], totals: Totals) -> dict[str, float]:
+    @torch.no_grad()
+    def _old_logprobs(self, chunks: Sequence[Sequence[Row]]) -> list[torch.Tensor]:
+        """The trainer's log-probs of every chunk before the update (pi_old)."""
+        self.model.eval()
+        return [completion_logprobs(self.model, pack_rows(c, self.pad_id)) for c in chunks]
+
+    def _step(
+        self,
+        chunks: Sequence[Sequence[Row]],
+        totals: Totals,
+        old_chunks: list[torch.Tensor] | None,
+    ) -> dict[str, float]:
         config = self.config
         self.model.train()
-        chunks = [
-            rows[i : i + config.micro_batch_size]
-            for i in range(0, len(rows), config.micro_batch_size)
-        ]
         sums = {
             "loss": 0.0,
             "tokens": 0.0,
@@ -133,6 +148,7 @@ class Learner:
             "kl": 0.0,
             "sampler_logprob_diff": 0.0,
         }
+        mismatch: dict[str, float] = {}
         if not chunks:
             # DDP still needs this process in the gradient all-reduce.
             dummy = sum(p.sum() * 0.0 for p in self.model.parameters() if p.requires_grad)
@@ -146,6 +162,19 @@ class Learner:
                 if config.beta > 0:
                     with torch.no_grad(), self.policy.disable_adapter():
                         ref = completion_logprobs(self.model, batch)
+                old, weights = None, None
+                if old_chunks is not None:
+                    old = old_chunks[index]
+                    weights, chunk_mismatch = importance_weights(
+                        old,
+                        batch["sampler_logprobs"],
+                        batch["completion_mask"],
+                        self.importance_sampling,
+                        config.importance_sampling_cap,
+                    )
+                    share = float(batch["completion_mask"].sum())
+                    for key, value in chunk_mismatch.items():
+                        mismatch[key] = mismatch.get(key, 0.0) + value * share
                 loss, step_metrics = policy_loss(
                     LossInputs(
                         logprobs,
@@ -153,6 +182,8 @@ class Learner:
                         batch["advantages"],
                         batch["completion_mask"],
                         ref,
+                        old,
+                        weights,
                     ),
                     totals,
                     loss_type=config.loss,
@@ -175,6 +206,7 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         tokens = max(sums["tokens"], 1.0)
         return {
+            **{key: value / tokens for key, value in mismatch.items()},
             "loss/policy": sums["loss"],
             "loss/clip_fraction": sums["clip_fraction"] / tokens,
             "loss/kl": sums["kl"] / tokens,

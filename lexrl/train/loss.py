@@ -25,6 +25,12 @@ class LossInputs:
     """[B, T] 1.0 on completion tokens, 0.0 on padding."""
     ref_logprobs: torch.Tensor | None = None
     """[B, T] reference log-probs (adapter disabled); needed when beta > 0."""
+    old_logprobs: torch.Tensor | None = None
+    """[B, T] the trainer's log-probs before this update (no grad): the PPO ratio's denominator
+    when the sampler is a separate engine; None uses `sampler_logprobs`."""
+    is_weights: torch.Tensor | None = None
+    """[B, 1] or [B, T] importance weights pi_old / pi_sampler, truncated or masked
+    (`importance_weights`), multiplying every token's loss; None means 1."""
 
 
 @dataclass
@@ -35,6 +41,55 @@ class Totals:
     rows: int
     tokens: int
     max_completion_length: int
+
+
+IS_MODES = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
+
+def importance_weights(
+    old_logprobs: torch.Tensor,
+    sampler_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str = "sequence_mask",
+    cap: float = 3.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Truncated importance sampling for the sampler/trainer mismatch (as TRL's GRPOTrainer).
+
+    old_logprobs, sampler_logprobs, mask: [B, T]. The ratio is pi_old / pi_sampler per token
+    (`token_*`, weights [B, T]) or its product over a row's tokens (`sequence_*`, [B, 1]; a row
+    is one LLM call). `*_truncate` clips the ratio at `cap`; `*_mask` zeroes rows or tokens whose
+    ratio exceeds `cap`. Returns the detached weights and mismatch metrics: the k3 estimate of
+    KL(sampler || trainer) per token, the mean |log-prob difference|, and the fraction of weights
+    that were masked or clipped.
+    """
+    diff = ((old_logprobs - sampler_logprobs) * mask).detach()
+    tokens = mask.sum().clamp(min=1)
+    k3 = (torch.exp(diff) - diff - 1) * mask
+    metrics = {
+        "mismatch/k3_kl": float(k3.sum() / tokens),
+        "mismatch/abs_logprob_diff": float(diff.abs().sum() / tokens),
+    }
+    if mode == "none":
+        return torch.ones_like(diff[:, :1]), {**metrics, "mismatch/is_limited_fraction": 0.0}
+    if mode.startswith("sequence"):
+        ratio = torch.exp(diff.sum(dim=1, keepdim=True))
+        valid = (mask.sum(dim=1, keepdim=True) > 0).float()
+    else:
+        ratio = torch.exp(diff)
+        valid = mask
+    if mode.endswith("truncate"):
+        limited = (ratio > cap).float()
+        weights = ratio.clamp(max=cap)
+    elif mode.endswith("mask"):
+        limited = (ratio > cap).float()
+        weights = ratio * (1 - limited)
+    else:
+        raise ValueError(f"unknown importance sampling mode {mode!r}; one of {IS_MODES}")
+    metrics["mismatch/is_limited_fraction"] = float(
+        (limited * valid).sum() / valid.sum().clamp(min=1)
+    )
+    metrics["mismatch/is_weight_mean"] = float((weights * valid).sum() / valid.sum().clamp(min=1))
+    return weights, metrics
 
 
 def policy_loss(
@@ -53,11 +108,13 @@ def policy_loss(
                (DeepSeekMath eq. 3; biased toward short completions, Dr. GRPO sec. 3.1).
     dr_grpo:   same surrogate, token sum / (rows * max completion length) (Dr. GRPO eq. 2).
     dapo:      clip range (1 - epsilon, 1 + epsilon_high), token sum / all tokens (DAPO eq. 8).
-    The ratio is pi / pi_sampler per token; KL is the k3 estimator to the reference.
+    The ratio is pi / pi_old per token (pi_old = the sampler's log-probs unless `old_logprobs` is
+    given); `is_weights` multiply every token's term; KL is the k3 estimator to the reference.
     """
     mask = inputs.mask
     advantages = inputs.advantages.unsqueeze(1)  # [B, 1], broadcast over tokens
-    log_ratio = inputs.logprobs - inputs.sampler_logprobs
+    old = inputs.old_logprobs if inputs.old_logprobs is not None else inputs.sampler_logprobs
+    log_ratio = inputs.logprobs - old
     ratio = torch.exp(log_ratio)
     if loss_type == "reinforce":
         per_token = -advantages * inputs.logprobs
@@ -68,6 +125,8 @@ def policy_loss(
         clipped_term = torch.clamp(ratio, 1 - epsilon, 1 + high) * advantages
         per_token = -torch.minimum(unclipped_term, clipped_term)
         clipped = (clipped_term < unclipped_term).float()
+    if inputs.is_weights is not None:
+        per_token = per_token * inputs.is_weights
     kl = torch.zeros_like(per_token)
     if beta > 0:
         if inputs.ref_logprobs is None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,9 +31,10 @@ from lexrl.config import Config, save_config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env
 from lexrl.eval.evaluate import evaluate, print_summary
-from lexrl.models import add_lora, load_base, tiny_model_dir
-from lexrl.rollout.backend import HFBackend
+from lexrl.models import add_lora, load_base, replace_dir, tiny_model_dir
+from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
+from lexrl.rollout.factory import make_backend
 from lexrl.rollout.policy import Policy
 from lexrl.train.advantages import rows_from_groups
 from lexrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -67,10 +70,58 @@ def resolve_base(config: Config, env: Env, accelerator: Accelerator) -> Path | s
 
 def build_policy(
     config: Config, accelerator: Accelerator
-) -> tuple[Env, Any, PreTrainedTokenizerBase]:
+) -> tuple[Env, Any, PreTrainedTokenizerBase, str]:
+    """The env, the LoRA policy on its frozen base, the tokenizer, and the base's path."""
     env = make_env(config.env)
-    model, tokenizer = load_base(config.model, path=resolve_base(config, env, accelerator))
-    return env, add_lora(model, config.lora, config.run.seed), tokenizer
+    base_path = str(resolve_base(config, env, accelerator))
+    model, tokenizer = load_base(config.model, path=base_path)
+    return env, add_lora(model, config.lora, config.run.seed), tokenizer, base_path
+
+
+def importance_sampling_mode(config: Config) -> str:
+    """`grpo.importance_sampling` with `auto` resolved for the configured backend."""
+    mode = config.grpo.importance_sampling
+    if mode != "auto":
+        return mode
+    return "none" if config.rollout.backend == "hf" else "sequence_mask"
+
+
+KEEP_ADAPTER_FILES = 3
+
+
+def sync_adapter(
+    backend: Backend, policy: Any, output_dir: Path, version: int, accelerator: Accelerator
+) -> float:
+    """Hand the adapter of `version` to the rollout backend; returns the seconds it took.
+
+    Backends that sample from the live weights only take the version number. Otherwise the main
+    process saves the adapter (atomically); a shared server loads it once (main) and the other
+    processes switch to it after the barrier; colocated engines each load it.
+    """
+    started = time.perf_counter()
+    if not backend.needs_adapter_files:
+        backend.use_adapter(version)
+        return time.perf_counter() - started
+    folder = output_dir / "adapters"
+    target = folder / f"v{version:06d}"
+    main = accelerator.is_main_process
+    if main:
+        folder.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=folder, prefix=".tmp-"))
+        policy.save_pretrained(staging)
+        replace_dir(staging, target)
+    if not backend.shared_by_processes:
+        accelerator.wait_for_everyone()
+        backend.load_adapter(target, version)
+    elif main:
+        backend.load_adapter(target, version)
+    accelerator.wait_for_everyone()
+    if backend.shared_by_processes and not main:
+        backend.use_adapter(version)
+    if main:
+        for old in sorted(folder.glob("v*"))[:-KEEP_ADAPTER_FILES]:
+            shutil.rmtree(old, ignore_errors=True)
+    return time.perf_counter() - started
 
 
 def step_metrics(groups: list[Group], env: Env) -> dict[str, float]:
@@ -152,6 +203,7 @@ def sample_rows(groups: list[Group], tokenizer: PreTrainedTokenizerBase) -> list
                     "prompt_tail": prompt[-300:],
                     "completion": turn.text,
                     "reward": trajectory.reward,
+                    "adapter_version": turn.adapter_version,
                 }
             )
     return rows
@@ -201,13 +253,16 @@ def train(config: Config) -> dict[str, dict[str, float]]:
             f"grpo.tasks_per_step={per_step} must be a multiple of the {accelerator.num_processes} processes"
         )
     set_seed(config.run.seed)
-    env, policy, tokenizer = build_policy(config, accelerator)
+    env, policy, tokenizer, base_path = build_policy(config, accelerator)
     learner = Learner(
-        policy, config.grpo, config.run.max_steps, accelerator, tokenizer.pad_token_id
+        policy,
+        config.grpo,
+        config.run.max_steps,
+        accelerator,
+        tokenizer.pad_token_id,
+        importance_sampling_mode(config),
     )
-    backend = HFBackend(
-        learner.policy, tokenizer, config.rollout.max_batch_size, config.rollout.batch_wait_ms
-    )
+    backend = make_backend(config, learner.policy, tokenizer, base_path)
 
     state = {"position": 0, "adapter_version": 0}
     step = 0
@@ -219,7 +274,7 @@ def train(config: Config) -> dict[str, dict[str, float]]:
             checkpoint, learner.policy, learner.optimizer, learner.scheduler, accelerator
         )
         step = state.pop("step")
-        backend.adapter_version = state["adapter_version"]
+        sync_adapter(backend, learner.policy, output_dir, state["adapter_version"], accelerator)
         if main:
             console.print(f"resumed from {checkpoint} (step {step})")
     else:
@@ -264,12 +319,16 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         offset = accelerator.process_index * len(mine) * config.grpo.num_generations
         rows = rows_from_groups(groups, config.grpo.scale_rewards, config.grpo.std_eps, offset)
         update_started = time.perf_counter()
+        backend.release_memory()
         losses = learner.update(rows)
+        backend.resume()
         update_s = time.perf_counter() - update_started
         step += 1
         state["position"] += per_step
         state["adapter_version"] += 1
-        backend.adapter_version = state["adapter_version"]
+        sync_s = sync_adapter(
+            backend, learner.policy, output_dir, state["adapter_version"], accelerator
+        )
 
         metrics = reduce_metric_sums(step_metrics(groups, env), keys, accelerator)
         metrics.update(losses)
@@ -277,6 +336,7 @@ def train(config: Config) -> dict[str, dict[str, float]]:
             {
                 "perf/rollout_s": rollout_s,
                 "perf/update_s": update_s,
+                "perf/adapter_sync_s": sync_s,
                 "perf/step_s": time.perf_counter() - started,
             }
         )

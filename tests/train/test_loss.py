@@ -92,3 +92,57 @@ def test_kl_term_is_zero_at_the_reference_and_positive_away_from_it():
     inputs.ref_logprobs = logprobs - 0.3
     _, metrics = policy_loss(inputs, Totals(2, 3, 5, 2), "grpo", beta=0.1)
     assert metrics["kl"] == pytest.approx(math.exp(-0.3) + 0.3 - 1, rel=1e-5)
+
+
+def test_importance_weights_by_hand():
+    from lexrl.train.loss import importance_weights
+
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    sampler = torch.tensor([[-1.0, -1.0], [-2.0, 0.0]])
+    # row 0: log ratios +0.5 and +1.0 (sequence ratio e^1.5 = 4.48 > 3); row 1: -0.5
+    old = torch.tensor([[-0.5, 0.0], [-2.5, 9.0]])
+    weights, metrics = importance_weights(old, sampler, mask, "sequence_mask", cap=3.0)
+    assert weights.shape == (2, 1)
+    assert torch.allclose(weights, torch.tensor([[0.0], [math.exp(-0.5)]]))
+    assert metrics["mismatch/is_limited_fraction"] == 0.5
+    weights, _ = importance_weights(old, sampler, mask, "sequence_truncate", cap=3.0)
+    assert torch.allclose(weights, torch.tensor([[3.0], [math.exp(-0.5)]]))
+    weights, metrics = importance_weights(old, sampler, mask, "token_truncate", cap=2.0)
+    assert torch.allclose(weights[0], torch.tensor([math.exp(0.5), 2.0]))
+    assert metrics["mismatch/is_limited_fraction"] == pytest.approx(1 / 3)
+    weights, _ = importance_weights(old, sampler, mask, "token_mask", cap=2.0)
+    assert torch.allclose(weights[0], torch.tensor([math.exp(0.5), 0.0]))
+    k3 = [math.exp(d) - d - 1 for d in (0.5, 1.0, -0.5)]
+    assert metrics["mismatch/k3_kl"] == pytest.approx(sum(k3) / 3)
+    assert metrics["mismatch/abs_logprob_diff"] == pytest.approx(2.0 / 3)
+    same, metrics = importance_weights(sampler, sampler, mask, "sequence_mask")
+    assert torch.equal(same, torch.ones(2, 1)) and metrics["mismatch/k3_kl"] == 0.0
+
+
+def test_is_weights_scale_the_loss_and_old_logprobs_set_the_ratio():
+    rows = _toy()
+    from lexrl.train.learner import pack_rows
+
+    batch = pack_rows(rows, pad_id=0)
+    logprobs = batch["sampler_logprobs"].clone().requires_grad_(True)
+    totals = Totals(trajectories=2, rows=3, tokens=5, max_completion_length=2)
+    base = LossInputs(
+        logprobs, batch["sampler_logprobs"], batch["advantages"], batch["completion_mask"]
+    )
+    plain, _ = policy_loss(base, totals, "reinforce")
+    weights = torch.tensor([[0.0], [1.0], [1.0]])
+    masked, _ = policy_loss(
+        LossInputs(logprobs, base.sampler_logprobs, base.advantages, base.mask, is_weights=weights),
+        totals,
+        "reinforce",
+    )
+    first_row = -(batch["advantages"][0] * (logprobs[0] * batch["completion_mask"][0]).sum()) / 2
+    assert masked.item() == pytest.approx((plain - first_row).item())
+    # with pi_old = pi the PPO ratio is 1 whatever the sampler said
+    shifted = base.sampler_logprobs - 0.7
+    _, metrics = policy_loss(
+        LossInputs(logprobs, shifted, base.advantages, base.mask, old_logprobs=logprobs.detach()),
+        totals,
+        "grpo",
+    )
+    assert metrics["clip_fraction"] == 0.0 and metrics["sampler_logprob_diff"] == 0.0

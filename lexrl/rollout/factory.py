@@ -1,0 +1,30 @@
+"""Build the configured rollout backend (`rollout.backend`)."""
+
+from __future__ import annotations
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from lexrl.config import Config
+from lexrl.rollout.backend import Backend, HFBackend
+
+
+def make_backend(
+    config: Config, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, base_path: str
+) -> Backend:
+    """`policy` is the live LoRA model (`hf` samples from it); `base_path` is the base model the
+    vLLM backends serve (the same weights the LoRA sits on)."""
+    rollout = config.rollout
+    if rollout.backend == "vllm-server":
+        from lexrl.rollout.vllm_server import VLLMServerBackend
+
+        return VLLMServerBackend(
+            rollout.vllm_urls,
+            rollout.vllm_served_model,
+            rollout.vllm_max_concurrency,
+            rollout.vllm_timeout_s,
+        )
+    if rollout.backend == "vllm-engine":
+        from lexrl.rollout.vllm_engine import VLLMEngineBackend
+
+        return VLLMEngineBackend(base_path, config)
+    return HFBackend(policy, tokenizer, rollout.max_batch_size, rollout.batch_wait_ms)
