@@ -126,3 +126,24 @@ def test_grpo_steps_through_the_server_hot_load_each_adapter(server):
         sample = json.loads(line)
         versions.setdefault(sample["step"], set()).add(sample["adapter_version"])
     assert versions == {1: {0}, 2: {1}}, "step N samples from the adapter of step N - 1"
+
+
+def test_requests_spread_over_replicas(server, tmp_path):
+    """Two URLs of the same server stand in for two replicas; loading an adapter on both also
+    exercises the reload of a name the server already holds."""
+    from lexrl.rollout.backend import Sampling
+    from lexrl.rollout.vllm_server import VLLMServerBackend
+
+    policy, _, prompts = _policy_and_prompts(server["config"])
+    urls = [server["url"], server["url"].replace("127.0.0.1", "localhost")]
+    backend = VLLMServerBackend(urls)
+    policy.save_pretrained(tmp_path / "adapter")
+    backend.load_adapter(tmp_path / "adapter", version=9)
+
+    async def sample():
+        sampling = Sampling(temperature=0.8, max_new_tokens=4)
+        return await asyncio.gather(*(backend.generate(p, sampling) for p in prompts * 4))
+
+    completions = asyncio.run(sample())
+    assert len(completions) == 16 and all(c.adapter_version == 9 for c in completions)
+    assert min(backend.requests_sent) >= 4, backend.requests_sent
