@@ -88,6 +88,10 @@ class RolloutConfig:
     """How long the micro-batcher waits for more concurrent requests before generating."""
     max_concurrent_episodes: int = 256
     """Episodes run concurrently by the engine (each awaits its own LLM calls)."""
+    overlap: bool = False
+    """`vllm-server` only: sample the next step's episodes while this step updates. They come
+    from the adapter one version behind (staleness <= 1; importance sampling corrects it), and
+    the step time approaches max(rollout, update) instead of their sum."""
 
 
 @dataclass
@@ -380,6 +384,11 @@ def validate(config: Config) -> Config:
         raise ConfigError("`eval.final_reranker.model` is set but `base_url` is empty")
     if config.grpo.num_generations < 2:
         raise ConfigError("`grpo.num_generations` must be >= 2: GRPO normalises within a group")
+    if config.rollout.overlap and config.rollout.backend != "vllm-server":
+        raise ConfigError(
+            "`rollout.overlap` needs `rollout.backend: vllm-server` (the other backends sample "
+            "from the weights being updated or share their memory)"
+        )
     retrieval = config.env.statute.retrieval
     if retrieval.first_stage == "dense" and not retrieval.dense_model:
         raise ConfigError("`env.statute.retrieval.first_stage` is dense but `dense_model` is empty")

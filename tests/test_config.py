@@ -44,3 +44,18 @@ def test_bad_choice_is_rejected(tmp_path):
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="nope.yaml"):
         load_config(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["--rollout.overlap", "true"], "rollout.overlap. needs .rollout.backend: vllm-server"),
+        (["--eval.baselines", "[bm25,splade]"], "eval.baselines. has 'splade'"),
+        (["--eval.final_reranker.model", "qwen-max"], "base_url. is empty"),
+        (["--env.statute.retrieval.first_stage", "dense"], "dense_model. is empty"),
+        (["--grpo.importance_sampling", "sometimes"], "grpo.importance_sampling"),
+    ],
+)
+def test_inconsistent_settings_are_named(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)

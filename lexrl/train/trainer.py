@@ -19,6 +19,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -301,11 +302,11 @@ def train(config: Config) -> dict[str, dict[str, float]]:
 
     train_tasks = env.tasks("train")
     keys = metric_keys(env)
-    while step < config.run.max_steps:
-        started = time.perf_counter()
-        step_tasks = [
-            task_at(train_tasks, state["position"] + i, config.run.seed) for i in range(per_step)
-        ]
+
+    def rollout(position: int) -> tuple[list[Task], list[Group], float]:
+        """This process's share of the step's tasks at data `position`, rolled out."""
+        rollout_started = time.perf_counter()
+        step_tasks = [task_at(train_tasks, position + i, config.run.seed) for i in range(per_step)]
         mine = step_tasks[accelerator.process_index :: accelerator.num_processes]
         groups = run_groups(
             env,
@@ -315,7 +316,21 @@ def train(config: Config) -> dict[str, dict[str, float]]:
             max_concurrent=config.rollout.max_concurrent_episodes,
             progress=False,
         )
-        rollout_s = time.perf_counter() - started
+        return mine, groups, time.perf_counter() - rollout_started
+
+    # With `rollout.overlap` the next step's episodes are sampled while this step updates, from
+    # the adapter one version behind (and the new one once it is loaded): staleness <= 1.
+    prefetch = ThreadPoolExecutor(max_workers=1) if config.rollout.overlap else None
+    pending: Future | None = None
+    while step < config.run.max_steps:
+        started = time.perf_counter()
+        if pending is not None:
+            mine, groups, rollout_s = pending.result()
+        else:
+            mine, groups, rollout_s = rollout(state["position"])
+        pending = None
+        if prefetch is not None and step + 1 < config.run.max_steps:
+            pending = prefetch.submit(rollout, state["position"] + per_step)
         offset = accelerator.process_index * len(mine) * config.grpo.num_generations
         rows = rows_from_groups(groups, config.grpo.scale_rewards, config.grpo.std_eps, offset)
         update_started = time.perf_counter()
@@ -355,6 +370,8 @@ def train(config: Config) -> dict[str, dict[str, float]]:
                 accelerator,
             )
 
+    if prefetch is not None:
+        prefetch.shutdown()
     if config.run.eval_after and main:
         summaries["after"] = evaluate(env, backend, tokenizer, config, output_dir, "eval_after")
         print_summary(summaries, console)

@@ -147,3 +147,21 @@ def test_requests_spread_over_replicas(server, tmp_path):
     completions = asyncio.run(sample())
     assert len(completions) == 16 and all(c.adapter_version == 9 for c in completions)
     assert min(backend.requests_sent) >= 4, backend.requests_sent
+
+
+def test_overlapped_rollouts_are_at_most_one_adapter_version_stale(server, tmp_path):
+    out = tmp_path / "overlap"
+    config = tmp_path / "overlap.yaml"
+    text = server["config"].read_text().replace(str(server["folder"] / "run"), str(out))
+    config.write_text(text.replace("max_steps: 2", "max_steps: 3"))
+    result = run_lexrl("train", str(config), "--rollout.overlap", "true")
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").open()] == [1, 2, 3]
+    versions: dict[int, set[int]] = {}
+    for line in (out / "samples.jsonl").open():
+        sample = json.loads(line)
+        versions.setdefault(sample["step"], set()).add(sample["adapter_version"])
+    assert versions[1] == {0}
+    for step in (2, 3):
+        # sampled while step - 1 updated (version step - 2), or after its adapter was loaded
+        assert versions[step] <= {step - 2, step - 1}, versions
