@@ -99,7 +99,10 @@ class GRPOConfig:
     num_generations: int = 8
     """K: trajectories sampled per task (LegalMALR, sec. 3.3: K = 8)."""
     tasks_per_step: int = 2
-    """G: tasks per optimizer step over all processes (LegalMALR: G = 2, i.e. 16 trajectories)."""
+    """G: tasks per optimizer step over all processes (LegalMALR: G = 2, i.e. 16 trajectories).
+    A multiple of the process count gives each process whole tasks; fewer tasks than processes
+    split each task's K trajectories over processes (processes % G == 0 and K divisible by the
+    processes per task), with advantages over the whole group."""
     loss: str = "reinforce"
     """`reinforce`: -A * sum of action log-probs (LegalMALR eq. 7); `grpo`: PPO-clipped ratio,
     mean over each row's tokens then over rows (Shao et al. 2024, DeepSeekMath eq. 3); `dr_grpo`:

@@ -11,18 +11,18 @@ config=configs/stard_mas_grpo.yaml
 case "$mode" in
     server)
         bash scripts/serve_vllm.sh "$config" 6 7
-        # Each process rolls out whole tasks, so G must be a multiple of the process count: the
-        # paper's G = 2 becomes 6 here (48 trajectories an update); 10 epochs = 2,057 steps.
+        # 6 processes cannot share G = 2 groups of K = 8 evenly (8 is not a multiple of 3), so
+        # each process takes a whole task: G = 6, 48 trajectories an update; 10 epochs = 2,057.
         accelerate launch --config_file configs/accelerate/train_6gpu.yaml -m lexrl.cli train "$config" \
             --rollout.backend vllm-server \
             --rollout.vllm_urls "[http://127.0.0.1:8000,http://127.0.0.1:8001]" \
             --grpo.tasks_per_step 6 --run.max_steps 2057 "$@"
         ;;
     colocate)
-        # G = 8 (one task per process, 64 trajectories an update); 10 epochs = 1,543 steps.
+        # The paper's G = 2, K = 8: each task's 8 trajectories are split over 4 processes (2 each),
+        # advantages over the whole group; 10 epochs = 6,170 updates (configs/stard_mas_grpo.yaml).
         accelerate launch --config_file configs/accelerate/colocate_8gpu.yaml -m lexrl.cli train "$config" \
-            --rollout.backend vllm-engine --rollout.vllm_gpu_memory_utilization 0.35 \
-            --grpo.tasks_per_step 8 --run.max_steps 1543 "$@"
+            --rollout.backend vllm-engine --rollout.vllm_gpu_memory_utilization 0.35 "$@"
         ;;
     *)
         echo "unknown mode $mode (server or colocate)" >&2

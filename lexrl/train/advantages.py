@@ -44,18 +44,70 @@ class Row:
     role: str
 
 
+@dataclass(frozen=True)
+class Shard:
+    """Which trajectories of a step one process samples."""
+
+    tasks: list[int]
+    """Indices (into the step's G tasks) of the tasks this process samples."""
+    samples: int
+    """Trajectories per task this process samples (K, or K / processes-per-task)."""
+
+
+def shard_step(tasks: int, k: int, processes: int, rank: int) -> Shard:
+    """Split a step of `tasks` x `k` trajectories over `processes`.
+
+    With tasks % processes == 0 each process samples whole groups (tasks rank, rank + P, ...).
+    Otherwise each task's K trajectories are split over processes % tasks == 0 consecutive
+    processes, so LegalMALR's G = 2 runs on 8 GPUs (2 trajectories each). Anything else raises.
+    """
+    if tasks % processes == 0:
+        return Shard(list(range(rank, tasks, processes)), k)
+    per_task = processes // tasks
+    if processes % tasks or k % per_task:
+        raise ValueError(
+            f"cannot split {tasks} tasks x {k} trajectories over {processes} processes: need "
+            "tasks_per_step divisible by the processes, or the processes by tasks_per_step and "
+            "num_generations by the processes per task"
+        )
+    return Shard([rank // per_task], k // per_task)
+
+
+def split_group_advantages(
+    all_rewards: torch.Tensor, tasks: int, rank: int, scale: str, eps: float
+) -> torch.Tensor:
+    """This process's advantages when groups are split over processes.
+
+    all_rewards: [P, S], the S rewards each process sampled, gathered in rank order (consecutive
+    ranks share a task, `shard_step`). Returns [1, S]: this process's slice of the [G, K]
+    advantages computed over the whole groups.
+    """
+    processes, samples = all_rewards.shape
+    per_task = processes // tasks
+    grouped = all_rewards.reshape(tasks, per_task * samples)
+    advantages = group_advantages(grouped, scale, eps)
+    column = (rank % per_task) * samples
+    return advantages[rank // per_task, column : column + samples].unsqueeze(0)
+
+
 def rows_from_groups(
-    groups: list[Group], scale: str, eps: float, trajectory_offset: int = 0
+    groups: list[Group],
+    scale: str,
+    eps: float,
+    trajectory_offset: int = 0,
+    advantages: torch.Tensor | None = None,
 ) -> list[Row]:
     """Every trainable Turn of every trajectory becomes a Row with that trajectory's advantage.
 
     The log-prob of a trajectory is the sum over its actions (LegalMALR eq. 7), so a trajectory's
-    planner turns and rewrite turns all carry the same advantage.
+    planner turns and rewrite turns all carry the same advantage. `advantages` ([len(groups), K],
+    e.g. from `split_group_advantages`) replaces the within-group computation.
     """
     if not groups:
         return []
-    rewards = torch.tensor([group.rewards for group in groups], dtype=torch.float64)
-    advantages = group_advantages(rewards, scale, eps)
+    if advantages is None:
+        rewards = torch.tensor([group.rewards for group in groups], dtype=torch.float64)
+        advantages = group_advantages(rewards, scale, eps)
     rows = []
     index = trajectory_offset
     for group_index, group in enumerate(groups):

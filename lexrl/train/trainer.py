@@ -1,6 +1,7 @@
 """GRPO over whole multi-agent trajectories: the training loop.
 
-Each step: take G tasks (each process its share) -> K episodes per task, run concurrently ->
+Each step: take G tasks (each process whole tasks, or with fewer tasks than processes a share of
+each task's K episodes) -> the episodes, run concurrently ->
 rewards -> group advantages -> one row per trainable Turn -> micro-batched update of the LoRA
 policy (base frozen) -> the rollout backend gets the new adapter version -> log -> checkpoint.
 
@@ -37,7 +38,7 @@ from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.factory import make_backend
 from lexrl.rollout.policy import Policy
-from lexrl.train.advantages import rows_from_groups
+from lexrl.train.advantages import rows_from_groups, shard_step, split_group_advantages
 from lexrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from lexrl.train.learner import Learner
 from lexrl.train.logger import RunLogger, console
@@ -161,7 +162,7 @@ def reduce_metric_sums(
     totals = dict(zip(keys, values.tolist(), strict=True))
     episodes = max(totals.pop("count/episodes"), 1.0)
     groups = max(totals.pop("count/groups"), 1.0)
-    out = {}
+    out = {"count/episodes": episodes}
     for key, value in totals.items():
         if key == "reward/group_std":
             out[key] = value / groups
@@ -249,10 +250,13 @@ def train(config: Config) -> dict[str, dict[str, float]]:
     output_dir = Path(config.run.output_dir)
     main = accelerator.is_main_process
     per_step = config.grpo.tasks_per_step
-    if per_step % accelerator.num_processes:
-        raise ValueError(
-            f"grpo.tasks_per_step={per_step} must be a multiple of the {accelerator.num_processes} processes"
-        )
+    shard = shard_step(
+        per_step,
+        config.grpo.num_generations,
+        accelerator.num_processes,
+        accelerator.process_index,
+    )
+    split_groups = shard.samples < config.grpo.num_generations
     set_seed(config.run.seed)
     env, policy, tokenizer, base_path = build_policy(config, accelerator)
     learner = Learner(
@@ -307,11 +311,11 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         """This process's share of the step's tasks at data `position`, rolled out."""
         rollout_started = time.perf_counter()
         step_tasks = [task_at(train_tasks, position + i, config.run.seed) for i in range(per_step)]
-        mine = step_tasks[accelerator.process_index :: accelerator.num_processes]
+        mine = [step_tasks[i] for i in shard.tasks]
         groups = run_groups(
             env,
             mine,
-            config.grpo.num_generations,
+            shard.samples,
             lambda task: Policy(backend, tokenizer, task.id, config.rollout.max_new_tokens),
             max_concurrent=config.rollout.max_concurrent_episodes,
             progress=False,
@@ -331,8 +335,22 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         pending = None
         if prefetch is not None and step + 1 < config.run.max_steps:
             pending = prefetch.submit(rollout, state["position"] + per_step)
-        offset = accelerator.process_index * len(mine) * config.grpo.num_generations
-        rows = rows_from_groups(groups, config.grpo.scale_rewards, config.grpo.std_eps, offset)
+        offset = accelerator.process_index * len(mine) * shard.samples
+        advantages = None
+        if split_groups:
+            rewards = torch.tensor(
+                [groups[0].rewards], dtype=torch.float64, device=accelerator.device
+            )
+            advantages = split_group_advantages(
+                accelerator.gather(rewards),
+                per_step,
+                accelerator.process_index,
+                config.grpo.scale_rewards,
+                config.grpo.std_eps,
+            )
+        rows = rows_from_groups(
+            groups, config.grpo.scale_rewards, config.grpo.std_eps, offset, advantages
+        )
         update_started = time.perf_counter()
         backend.release_memory()
         losses = learner.update(rows)

@@ -39,3 +39,28 @@ def test_one_and_two_processes_make_the_same_update(tiny_model_path, tmp_path, l
     # Adam turns float-order noise in near-zero gradients into up to ~0.2% of a step (lr = 1e-2).
     for name, weight in one["lora"].items():
         assert torch.allclose(weight, two["lora"][name], rtol=0, atol=1e-4), name
+
+
+@pytest.mark.slow
+def test_one_task_split_over_two_processes(tmp_path, model_cache):
+    """G = 1 task, K = 4 trajectories, 2 processes: each samples 2 and the advantages are taken
+    over the whole group (gathered); LegalMALR's G = 2 on 8 GPUs works the same way."""
+    import json
+
+    from tests.e2e import write_config
+
+    out = tmp_path / "run"
+    config = write_config(tmp_path / "c.yaml", model_cache, out, steps=2, evals=False)
+    config.write_text(config.read_text().replace("tasks_per_step: 2", "tasks_per_step: 1"))
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+        "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+        "--dynamo_backend", "no", "-m", "lexrl.cli", "train", str(config),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    assert result.returncode == 0, result.stderr[-4000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").open()]
+    assert [r["step"] for r in records] == [1, 2]
+    assert [r["count/episodes"] for r in records] == [4, 4], "K = 4 over both processes"
+    assert all(r["agent/planner/turns"] >= 1 for r in records)

@@ -146,3 +146,28 @@ def test_is_weights_scale_the_loss_and_old_logprobs_set_the_ratio():
         "grpo",
     )
     assert metrics["clip_fraction"] == 0.0 and metrics["sampler_logprob_diff"] == 0.0
+
+
+def test_shard_step_whole_groups_or_split_groups():
+    from lexrl.train.advantages import Shard, shard_step
+
+    assert shard_step(4, 8, 2, 1) == Shard([1, 3], 8)
+    # LegalMALR's G = 2, K = 8 on 8 GPUs: 4 processes per task, 2 trajectories each
+    assert [shard_step(2, 8, 8, rank) for rank in (0, 3, 4, 7)] == [
+        Shard([0], 2), Shard([0], 2), Shard([1], 2), Shard([1], 2)
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="cannot split 2 tasks x 8 trajectories over 6"):
+        shard_step(2, 8, 6, 0)
+
+
+def test_split_group_advantages_equal_the_whole_group_ones():
+    from lexrl.train.advantages import split_group_advantages
+
+    rewards = torch.tensor([[1.0, 0.0, 0.5, 0.25], [0.0, 0.0, 1.0, 1.0]], dtype=torch.float64)
+    for scale in ("group", "batch", "none"):
+        whole = group_advantages(rewards, scale, eps=1e-4)
+        gathered = rewards.reshape(4, 2)  # 4 processes, 2 per task, 2 samples each, rank order
+        for rank in range(4):
+            mine = split_group_advantages(gathered, tasks=2, rank=rank, scale=scale, eps=1e-4)
+            expected = whole[rank // 2, (rank % 2) * 2 : (rank % 2) * 2 + 2]
+            assert torch.equal(mine[0], expected), (scale, rank)
