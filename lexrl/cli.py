@@ -132,7 +132,6 @@ def _index(config: Config) -> None:
     import time
 
     from lexrl.envs import make_env
-    from lexrl.retrieval.dense import index_key
     from lexrl.retrieval.factory import build_dense
 
     retrieval = config.env.statute.retrieval
@@ -141,11 +140,10 @@ def _index(config: Config) -> None:
     env = make_env(config.env)
     start = time.perf_counter()
     retriever = build_dense(retrieval, env.documents)
-    key = index_key(retriever.encoder.name, env.documents)
     print(
         json.dumps(
             {
-                "index": str(Path(retrieval.index_dir) / f"{key}.npy"),
+                "index": str(retriever.index_path),
                 "documents": retriever.matrix.shape[0],
                 "dim": retriever.matrix.shape[1],
                 "seconds": round(time.perf_counter() - start, 1),

@@ -41,6 +41,7 @@ def main() -> None:
 
     from lexrl.config import load_config
     from lexrl.rollout.backend import Sampling
+    from lexrl.rollout.policy import render_prompt
     from lexrl.rollout.vllm_engine import VLLMEngineBackend
     from lexrl.train.trainer import build_policy
 
@@ -49,15 +50,10 @@ def main() -> None:
     on_gpu = torch.cuda.is_available()
     env, policy, tokenizer, base_path = build_policy(config, Accelerator(cpu=not on_gpu))
     tasks = env.tasks("train")
-    prompts = []
-    for index in range(args.prompts):
-        task = tasks[index % len(tasks)]
-        messages = [
-            {"role": "system", "content": env.prompts["planner"]},
-            {"role": "user", "content": task.inputs["query"]},
-        ]
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-        prompts.append(ids if isinstance(ids, list) else ids["input_ids"])
+    prompts = [
+        render_prompt(tokenizer, env.prompts["planner"], tasks[i % len(tasks)].inputs["query"])
+        for i in range(args.prompts)
+    ]
 
     started = time.perf_counter()
     backend = VLLMEngineBackend(base_path, config)

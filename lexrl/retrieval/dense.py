@@ -114,11 +114,13 @@ def build_index(
 class DenseRetriever:
     """Cosine top-k over the corpus matrix built by `build_index`."""
 
-    def __init__(self, encoder: Encoder, matrix: np.ndarray):
+    def __init__(self, encoder: Encoder, matrix: np.ndarray, index_path: Path | None = None):
         if matrix.ndim != 2:
             raise ValueError(f"expected a (documents, dim) matrix, got shape {matrix.shape}")
         self.encoder = encoder
         self.matrix = matrix
+        self.index_path = index_path
+        """The cached matrix file, when built by `from_documents`."""
 
     @classmethod
     def from_documents(
@@ -132,7 +134,7 @@ class DenseRetriever:
         matrix = np.load(path, mmap_mode="r")
         if matrix.shape[0] != len(documents):
             raise ValueError(f"{path}: {matrix.shape[0]} rows for {len(documents)} documents")
-        return cls(encoder, np.ascontiguousarray(matrix))
+        return cls(encoder, np.ascontiguousarray(matrix), path)
 
     def search(self, query: str, k: int) -> list[Hit]:
         if k <= 0 or not query.strip():

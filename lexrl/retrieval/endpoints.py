@@ -34,30 +34,61 @@ def api_headers(api_key_env: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def post_json(
+def post_with_retries(
     client: httpx.Client, url: str, payload: dict, max_retries: int = 3, backoff_s: float = 1.0
-) -> dict:
-    """POST and return the JSON reply; retries connection errors and 408/429/5xx."""
+) -> httpx.Response:
+    """POST, retrying connection errors and 408/429/5xx with exponential backoff; returns the
+    first reply that is a success or a non-retryable status."""
     for attempt in range(max_retries + 1):
         try:
             reply = client.post(url, json=payload)
         except httpx.TransportError as error:
             failure = f"{type(error).__name__}: {error}"
         else:
-            if reply.status_code == 200:
-                try:
-                    return reply.json()
-                except ValueError:
-                    raise EndpointError(f"{url}: reply is not JSON: {reply.text[:200]!r}") from None
-            failure = f"HTTP {reply.status_code}: {reply.text[:200]}"
-            if reply.status_code not in RETRYABLE_STATUS:
-                raise EndpointError(f"{url}: {failure}")
+            if reply.status_code == 200 or reply.status_code not in RETRYABLE_STATUS:
+                return reply
+            failure = f"HTTP {reply.status_code}: {reply.text[:300]}"
         if attempt < max_retries:
             time.sleep(backoff_s * 2**attempt)
     raise EndpointError(f"{url}: failed after {max_retries + 1} attempts; last: {failure}")
 
 
-class EndpointEncoder:
+def post_json(
+    client: httpx.Client, url: str, payload: dict, max_retries: int = 3, backoff_s: float = 1.0
+) -> dict:
+    """POST and return the JSON reply (`post_with_retries`); any other status is an error."""
+    reply = post_with_retries(client, url, payload, max_retries, backoff_s)
+    if reply.status_code != 200:
+        raise EndpointError(f"{url}: HTTP {reply.status_code}: {reply.text[:200]}")
+    try:
+        return reply.json()
+    except ValueError:
+        raise EndpointError(f"{url}: reply is not JSON: {reply.text[:200]!r}") from None
+
+
+class _Endpoint:
+    """One route of an OpenAI-compatible server, with its client, key and retries."""
+
+    def __init__(
+        self,
+        base_url: str,
+        route: str,
+        model: str,
+        api_key_env: str,
+        timeout_s: float,
+        retries: int,
+    ):
+        self.name = f"endpoint:{model}"
+        self.url = base_url.rstrip("/") + route
+        self.model = model
+        self.max_retries = retries
+        self.client = httpx.Client(headers=api_headers(api_key_env), timeout=timeout_s)
+
+    def _post(self, payload: dict) -> dict:
+        return post_json(self.client, self.url, payload, self.max_retries)
+
+
+class EndpointEncoder(_Endpoint):
     def __init__(
         self,
         base_url: str,
@@ -68,13 +99,9 @@ class EndpointEncoder:
         timeout_s: float = 120.0,
         max_retries: int = 3,
     ):
-        self.name = f"endpoint:{model}"
-        self.url = base_url.rstrip("/") + "/embeddings"
-        self.model = model
+        super().__init__(base_url, "/embeddings", model, api_key_env, timeout_s, max_retries)
         self.query_prompt = query_prompt
         self.batch_size = batch_size
-        self.max_retries = max_retries
-        self.client = httpx.Client(headers=api_headers(api_key_env), timeout=timeout_s)
 
     def encode(self, texts: Sequence[str], kind: TextKind) -> np.ndarray:
         if kind == "query" and self.query_prompt:
@@ -82,9 +109,7 @@ class EndpointEncoder:
         rows: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])
-            reply = post_json(
-                self.client, self.url, {"model": self.model, "input": batch}, self.max_retries
-            )
+            reply = self._post({"model": self.model, "input": batch})
             try:
                 data = sorted(reply["data"], key=lambda item: item["index"])
                 vectors = [item["embedding"] for item in data]
@@ -100,7 +125,7 @@ class EndpointEncoder:
         return matrix / np.maximum(norms, 1e-12)
 
 
-class EndpointReranker:
+class EndpointReranker(_Endpoint):
     def __init__(
         self,
         base_url: str,
@@ -109,17 +134,13 @@ class EndpointReranker:
         timeout_s: float = 120.0,
         max_retries: int = 3,
     ):
-        self.name = f"endpoint:{model}"
-        self.url = base_url.rstrip("/") + "/rerank"
-        self.model = model
-        self.max_retries = max_retries
-        self.client = httpx.Client(headers=api_headers(api_key_env), timeout=timeout_s)
+        super().__init__(base_url, "/rerank", model, api_key_env, timeout_s, max_retries)
 
     def score(self, query: str, documents: Sequence[str]) -> list[float]:
         if not documents:
             return []
         payload = {"model": self.model, "query": query, "documents": list(documents)}
-        reply = post_json(self.client, self.url, payload, self.max_retries)
+        reply = self._post(payload)
         scores = [float("-inf")] * len(documents)
         try:
             for result in reply["results"]:

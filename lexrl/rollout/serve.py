@@ -23,6 +23,11 @@ from lexrl.config import Config
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 
 
+def max_lora_rank(rank: int) -> int:
+    """The smallest LoRA rank slot vLLM offers that holds an adapter of `rank`."""
+    return next((r for r in LORA_RANKS if r >= rank), rank)
+
+
 def vllm_server_command(
     config: Config, base_path: str, host: str = "127.0.0.1", port: int = 8000, cpu: bool = False
 ) -> tuple[list[str], dict[str, str]]:
@@ -32,7 +37,6 @@ def vllm_server_command(
     `--generation-config vllm` keeps the model's own sampling defaults (top-k/top-p) out.
     """
     rollout = config.rollout
-    max_rank = next((r for r in LORA_RANKS if r >= config.lora.r), config.lora.r)
     argv = [
         sys.executable,
         "-m",
@@ -51,7 +55,7 @@ def vllm_server_command(
         str(rollout.vllm_max_model_len),
         "--enable-lora",
         "--max-lora-rank",
-        str(max_rank),
+        str(max_lora_rank(config.lora.r)),
         "--max-loras",
         "2",
         "--logprobs-mode",

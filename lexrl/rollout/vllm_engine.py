@@ -20,7 +20,7 @@ import torch
 
 from lexrl.config import Config
 from lexrl.rollout.backend import Completion, MicroBatchedBackend, Sampling
-from lexrl.rollout.serve import LORA_RANKS
+from lexrl.rollout.serve import max_lora_rank
 from lexrl.rollout.vllm_server import adapter_name
 
 
@@ -42,7 +42,7 @@ class VLLMEngineBackend(MicroBatchedBackend):
             model=str(base_path),
             dtype=config.model.dtype,
             enable_lora=True,
-            max_lora_rank=next((r for r in LORA_RANKS if r >= config.lora.r), config.lora.r),
+            max_lora_rank=max_lora_rank(config.lora.r),
             max_loras=2,
             max_model_len=rollout.vllm_max_model_len,
             gpu_memory_utilization=rollout.vllm_gpu_memory_utilization if self.on_gpu else 0.5,

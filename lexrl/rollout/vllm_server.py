@@ -21,19 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 
+from lexrl.retrieval.endpoints import EndpointError, post_with_retries
 from lexrl.rollout.backend import Completion, Sampling
-
-RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
-
-
-class ServerError(RuntimeError):
-    """A vLLM server failed; the message names the URL and its reply."""
 
 
 def adapter_name(version: int) -> str:
@@ -47,12 +41,12 @@ def parse_completion(choice: dict, url: str) -> tuple[list[int], list[float]]:
         ids = [int(token.removeprefix("token_id:")) for token in logprobs["tokens"]]
         values = [float(v) for v in logprobs["token_logprobs"]]
     except (KeyError, TypeError, ValueError) as error:
-        raise ServerError(
+        raise EndpointError(
             f"{url}: the reply lacks token-id logprobs ({error!r}); is "
             "`return_tokens_as_token_ids` supported by this server?"
         ) from None
     if len(ids) != len(values):
-        raise ServerError(f"{url}: {len(ids)} tokens but {len(values)} log-probs")
+        raise EndpointError(f"{url}: {len(ids)} tokens but {len(values)} log-probs")
     return ids, values
 
 
@@ -92,19 +86,7 @@ class VLLMServerBackend:
         return replica
 
     def _post(self, url: str, payload: dict) -> httpx.Response:
-        failure = ""
-        for attempt in range(self.max_retries + 1):
-            try:
-                reply = self._client.post(url, json=payload)
-            except httpx.TransportError as error:
-                failure = f"{type(error).__name__}: {error}"
-            else:
-                if reply.status_code == 200 or reply.status_code not in RETRYABLE_STATUS:
-                    return reply
-                failure = f"HTTP {reply.status_code}: {reply.text[:300]}"
-            if attempt < self.max_retries:
-                time.sleep(0.5 * 2**attempt)
-        raise ServerError(f"{url}: failed after {self.max_retries + 1} attempts; last: {failure}")
+        return post_with_retries(self._client, url, payload, self.max_retries, backoff_s=0.5)
 
     def complete(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
         """One blocking completion (what `generate` runs in the thread pool)."""
@@ -131,7 +113,7 @@ class VLLMServerBackend:
             with self._lock:
                 self._in_flight[replica] -= 1
         if reply.status_code != 200:
-            raise ServerError(f"{url}: HTTP {reply.status_code}: {reply.text[:300]}")
+            raise EndpointError(f"{url}: HTTP {reply.status_code}: {reply.text[:300]}")
         ids, logprobs = parse_completion(reply.json()["choices"][0], url)
         return Completion(ids, logprobs, version)
 
@@ -151,7 +133,7 @@ class VLLMServerBackend:
                 self._post(f"{base}/v1/unload_lora_adapter", {"lora_name": name})
                 reply = self._post(f"{base}/v1/load_lora_adapter", payload)
             if reply.status_code != 200:
-                raise ServerError(
+                raise EndpointError(
                     f"{base}/v1/load_lora_adapter ({adapter_dir}): HTTP {reply.status_code}: "
                     f"{reply.text[:300]} (is the server started with --enable-lora and "
                     "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1?)"

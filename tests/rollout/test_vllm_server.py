@@ -14,6 +14,8 @@ from tests.e2e import run_lexrl
 from tests.rollout.vllm_fixtures import (
     VLLM_MISSING,
     free_port,
+    planner_prompts,
+    sample_and_compare,
     start_server,
     stop_server,
     vllm_config,
@@ -42,38 +44,8 @@ def _policy_and_prompts(config_path):
     from lexrl.config import load_config
     from lexrl.train.trainer import build_policy
 
-    config = load_config(config_path)
-    env, policy, tokenizer, _ = build_policy(config, Accelerator(cpu=True))
-    prompts = []
-    for task in env.tasks("test")[:4]:
-        messages = [
-            {"role": "system", "content": env.prompts["planner"]},
-            {"role": "user", "content": task.inputs["query"]},
-        ]
-        prompts.append(tokenizer.apply_chat_template(messages, add_generation_prompt=True))
-    prompts = [p if isinstance(p, list) else p["input_ids"] for p in prompts]
-    return policy, tokenizer, prompts
-
-
-def _sample_and_compare(backend, policy, tokenizer, prompts, temperature=0.8):
-    from lexrl.rollout.backend import Sampling
-    from lexrl.train.advantages import Row
-    from lexrl.train.learner import completion_logprobs, pack_rows
-
-    async def sample():
-        sampling = Sampling(temperature=temperature, max_new_tokens=12)
-        return await asyncio.gather(*(backend.generate(p, sampling) for p in prompts))
-
-    completions = asyncio.run(sample())
-    rows = [
-        Row(p, c.completion_ids, c.logprobs, 0.0, temperature, i, "planner")
-        for i, (p, c) in enumerate(zip(prompts, completions, strict=True))
-    ]
-    batch = pack_rows(rows, tokenizer.pad_token_id)
-    with torch.no_grad():
-        trainer = completion_logprobs(policy, batch)
-    gap = ((trainer - batch["sampler_logprobs"]).abs() * batch["completion_mask"]).max()
-    return completions, float(gap)
+    env, policy, tokenizer, _ = build_policy(load_config(config_path), Accelerator(cpu=True))
+    return policy, tokenizer, planner_prompts(env, tokenizer)
 
 
 def test_sampler_logprobs_match_the_trainer_before_and_after_a_hot_load(server, tmp_path):
@@ -81,7 +53,7 @@ def test_sampler_logprobs_match_the_trainer_before_and_after_a_hot_load(server, 
 
     policy, tokenizer, prompts = _policy_and_prompts(server["config"])
     backend = VLLMServerBackend([server["url"]])
-    before, gap = _sample_and_compare(backend, policy, tokenizer, prompts)
+    before, gap = sample_and_compare(backend, policy, tokenizer, prompts)
     assert gap < LOGPROB_TOLERANCE
     assert all(c.adapter_version == 0 for c in before)
 
@@ -91,7 +63,7 @@ def test_sampler_logprobs_match_the_trainer_before_and_after_a_hot_load(server, 
                 parameter.normal_(0, 0.3)
     policy.save_pretrained(tmp_path / "adapter")
     backend.load_adapter(tmp_path / "adapter", version=7)
-    after, gap = _sample_and_compare(backend, policy, tokenizer, prompts)
+    after, gap = sample_and_compare(backend, policy, tokenizer, prompts)
     assert gap < LOGPROB_TOLERANCE
     assert all(c.adapter_version == 7 for c in after)
     greedy_before = _greedy(server["url"], "base", prompts[0])

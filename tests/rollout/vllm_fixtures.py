@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -58,3 +59,39 @@ def stop_server(process: subprocess.Popen) -> None:
         process.wait(timeout=60)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+def planner_prompts(env, tokenizer, count: int = 4) -> list[list[int]]:
+    """Planner prompts (system prompt + raw question) of the first test tasks, as rollouts render them."""
+    from lexrl.rollout.policy import render_prompt
+
+    return [
+        render_prompt(tokenizer, env.prompts["planner"], task.inputs["query"])
+        for task in env.tasks("test")[:count]
+    ]
+
+
+def sample_and_compare(backend, policy, tokenizer, prompts, temperature: float = 0.8):
+    """Sample `prompts` through `backend`; returns the completions and the largest gap between
+    the sampler's log-probs and the trainer's recomputation under `policy`."""
+    import torch
+
+    from lexrl.rollout.backend import Sampling
+    from lexrl.train.advantages import Row
+    from lexrl.train.learner import completion_logprobs, pack_rows
+
+    async def sample():
+        sampling = Sampling(temperature=temperature, max_new_tokens=12)
+        return await asyncio.gather(*(backend.generate(p, sampling) for p in prompts))
+
+    completions = asyncio.run(sample())
+    trainer_temperature = temperature if temperature > 0 else 1.0
+    rows = [
+        Row(p, c.completion_ids, c.logprobs, 0.0, trainer_temperature, i, "planner")
+        for i, (p, c) in enumerate(zip(prompts, completions, strict=True))
+    ]
+    batch = pack_rows(rows, tokenizer.pad_token_id)
+    with torch.no_grad():
+        trainer = completion_logprobs(policy, batch)
+    gap = ((trainer - batch["sampler_logprobs"]).abs() * batch["completion_mask"]).max()
+    return completions, float(gap)
