@@ -2,10 +2,11 @@
 # LegalMALR's GRPO run on one 8 x RTX 4090 machine (configs/stard_mas_grpo.yaml).
 #   bash scripts/train_8x4090.sh server      # (a) 6 training GPUs + 2 vLLM servers (GPUs 6, 7)
 #   bash scripts/train_8x4090.sh colocate    # (b) 8 training GPUs, a vLLM engine in each
+#   bash scripts/train_8x4090.sh zero2       # (b) under DeepSpeed ZeRO-2 (pip install -e ".[deepspeed]")
 # Extra arguments go to `lexrl train` (e.g. --run.resume true).
 # Before the first run: bash scripts/prepare_stard.sh && lexrl index configs/stard_mas_grpo.yaml
 set -euo pipefail
-mode="${1:?usage: train_8x4090.sh server|colocate [overrides ...]}"
+mode="${1:?usage: train_8x4090.sh server|colocate|zero2 [overrides ...]}"
 shift
 config=configs/stard_mas_grpo.yaml
 case "$mode" in
@@ -24,8 +25,14 @@ case "$mode" in
         accelerate launch --config_file configs/accelerate/colocate_8gpu.yaml -m lexrl.cli train "$config" \
             --rollout.backend vllm-engine --rollout.vllm_gpu_memory_utilization 0.35 "$@"
         ;;
+    zero2)
+        # As colocate, with the LoRA's optimizer state, fp32 master weights and gradients
+        # partitioned over the 8 GPUs (configs/deepspeed/zero2.json; lexrl fills its "auto" keys).
+        accelerate launch --config_file configs/accelerate/zero2_8gpu.yaml -m lexrl.cli train "$config" \
+            --rollout.backend vllm-engine --rollout.vllm_gpu_memory_utilization 0.35 "$@"
+        ;;
     *)
-        echo "unknown mode $mode (server or colocate)" >&2
+        echo "unknown mode $mode (server, colocate or zero2)" >&2
         exit 2
         ;;
 esac

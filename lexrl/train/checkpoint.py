@@ -2,6 +2,8 @@
 
 A checkpoint is written into a hidden staging folder and renamed into `checkpoints/step-NNNNNN`
 in one `os.replace`, so a run killed at any moment leaves only complete checkpoints behind.
+Under DeepSpeed ZeRO each process holds a partition of the optimizer state (and of the fp32
+master weights), so each writes its own `optimizer-<rank>.pt`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate import Accelerator
+from accelerate.utils import DistributedType
 from peft import PeftModel, set_peft_model_state_dict
 from safetensors.torch import load_file
 
@@ -50,6 +53,10 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
+def zero_partitioned(accelerator: Accelerator) -> bool:
+    return accelerator.distributed_type == DistributedType.DEEPSPEED
+
+
 def save_checkpoint(
     output_dir: str | Path,
     step: int,
@@ -65,10 +72,14 @@ def save_checkpoint(
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
     accelerator.wait_for_everyone()
-    torch.save(rng_state(), staging / f"rng-{accelerator.process_index}.pt")
+    rank = accelerator.process_index
+    torch.save(rng_state(), staging / f"rng-{rank}.pt")
+    if zero_partitioned(accelerator):
+        torch.save(optimizer.state_dict(), staging / f"optimizer-{rank}.pt")
     if accelerator.is_main_process:
         policy.save_pretrained(staging / "adapter")
-        torch.save(optimizer.state_dict(), staging / "optimizer.pt")
+        if not zero_partitioned(accelerator):
+            torch.save(optimizer.state_dict(), staging / "optimizer.pt")
         torch.save(scheduler.state_dict(), staging / "scheduler.pt")
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
@@ -94,11 +105,32 @@ def load_checkpoint(
     accelerator: Accelerator,
 ) -> dict[str, Any]:
     """Restore everything `save_checkpoint` wrote; returns the trainer state (step, position...)."""
-    load_adapter_weights(policy, path / "adapter")
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
-    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
     rng_file = path / f"rng-{accelerator.process_index}.pt"
     if not rng_file.is_file():
         raise FileNotFoundError(f"{rng_file} missing: resume with the same number of processes")
+    load_adapter_weights(policy, path / "adapter")
+    if zero_partitioned(accelerator):
+        load_zero_optimizer(path, optimizer, accelerator)
+    else:
+        optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
     set_rng_state(torch.load(rng_file, weights_only=False))
     return json.loads((path / STATE_FILE).read_text())
+
+
+def load_zero_optimizer(path: Path, optimizer: Any, accelerator: Accelerator) -> None:
+    """Restore this process's ZeRO partition, fp32 master weights included (DeepSpeed reads the
+    entry of its own rank from the list)."""
+    files = [path / f"optimizer-{rank}.pt" for rank in range(accelerator.num_processes)]
+    if not all(f.is_file() for f in files):
+        raise FileNotFoundError(
+            f"{path} has no per-process optimizer-<rank>.pt for {len(files)} processes: it was "
+            "written by a run without DeepSpeed or with another process count; resume it the way "
+            "it was launched"
+        )
+    states = [
+        torch.load(f, weights_only=False) if rank == accelerator.process_index else None
+        for rank, f in enumerate(files)
+    ]
+    # AcceleratedOptimizer.load_state_dict takes one dict; ZeRO's takes the list.
+    optimizer.optimizer.load_state_dict(states, load_from_fp32_weights=True)

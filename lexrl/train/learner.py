@@ -3,21 +3,50 @@
 The learner is algorithm-blind about where rows came from: it gets Rows (prompt ids, completion
 ids, sampler log-probs, advantage) and the global counts, computes the trainer's log-probs on the
 completion tokens only, and applies `policy_loss`.
+
+It runs under plain DDP (`accelerate launch --multi_gpu`) or DeepSpeed ZeRO-2
+(`configs/accelerate/zero2_8gpu.yaml`). A process's share of rows varies from step to step, so
+every process runs the same number of micro-batches (the global maximum, padded with zero-loss
+ones): ZeRO-2 reduces gradients in every backward, DDP in the last one, and DDP broadcasts buffers
+in every forward of the wrapped model. Forwards without gradients (pi_old, the reference) go
+through the unwrapped policy, so their number may differ between processes.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from contextlib import nullcontext
 
 import torch
 from accelerate import Accelerator
+from accelerate.utils import DistributedType, InitProcessGroupKwargs
 from peft import PeftModel
 from transformers import get_cosine_schedule_with_warmup
 
 from lexrl.config import GRPOConfig
 from lexrl.train.advantages import Row
-from lexrl.train.loss import LossInputs, Totals, importance_weights, policy_loss
+from lexrl.train.loss import (
+    MISMATCH_METRICS,
+    LossInputs,
+    Totals,
+    importance_weights,
+    policy_loss,
+)
+
+
+def make_accelerator() -> Accelerator:
+    """The run's Accelerator: the GPUs when there are any, else the CPU.
+
+    `cpu=True` would switch DeepSpeed off, so a DeepSpeed launch (its CPU accelerator in the
+    tests) leaves the device to DeepSpeed.
+    """
+    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    if torch.cuda.is_available() or not deepspeed:
+        return Accelerator(cpu=not torch.cuda.is_available())
+    # Accelerate picks no process-group backend for DeepSpeed without CUDA and would count one
+    # process; naming gloo (what DeepSpeed's CPU accelerator uses) makes it count them all.
+    return Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")])
 
 
 def pack_rows(rows: Sequence[Row], pad_id: int) -> dict[str, torch.Tensor]:
@@ -68,21 +97,57 @@ def completion_logprobs(model: torch.nn.Module, batch: dict[str, torch.Tensor]) 
     return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
-def global_totals(rows: Sequence[Row], accelerator: Accelerator) -> Totals:
+def zero_loss_batch(pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """A one-token batch whose forward makes every LoRA weight take part in the backward."""
+    one = torch.ones(1, 1, dtype=torch.long, device=device)
+    return {"input_ids": one * pad_id, "attention_mask": one, "position_ids": one * 0}
+
+
+def global_totals(
+    rows: Sequence[Row], micro_batches: int, accelerator: Accelerator
+) -> tuple[Totals, int]:
+    """The step's `Totals` over all processes, and the most micro-batches any process has."""
     counts = torch.tensor(
         [
             len({r.trajectory for r in rows}),
             len(rows),
             sum(len(r.completion_ids) for r in rows),
             max((len(r.completion_ids) for r in rows), default=0),
+            micro_batches,
         ],
         dtype=torch.long,
+        device=accelerator.device,
     )
     if accelerator.num_processes > 1:
-        per_process = accelerator.gather(counts.unsqueeze(0))  # [world, 4]
+        per_process = accelerator.gather(counts.unsqueeze(0))  # [world, 5]
         counts = torch.cat([per_process[:, :3].sum(dim=0), per_process[:, 3:].max(dim=0).values])
-    trajectories, num_rows, tokens, longest = (int(c) for c in counts)
-    return Totals(max(trajectories, 1), max(num_rows, 1), max(tokens, 1), max(longest, 1))
+    trajectories, num_rows, tokens, longest, most = (int(c) for c in counts)
+    totals = Totals(max(trajectories, 1), max(num_rows, 1), max(tokens, 1), max(longest, 1))
+    return totals, max(most, 1)
+
+
+def fill_deepspeed_config(ds_config: dict, config: GRPOConfig, num_processes: int) -> None:
+    """Set the DeepSpeed keys lexrl owns from `grpo` ("auto" in configs/deepspeed/zero2.json).
+
+    The learner decides where an optimizer step ends (one per update, whatever the number of
+    micro-batches), so DeepSpeed's own gradient accumulation must stay at 1.
+    """
+    owned = {
+        "gradient_clipping": config.max_grad_norm,
+        "train_micro_batch_size_per_gpu": config.micro_batch_size,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": config.micro_batch_size * num_processes,
+    }
+    for key, value in owned.items():
+        current = ds_config.get(key, "auto")
+        if current == "auto":
+            ds_config[key] = value
+        elif current != value:
+            raise ValueError(
+                f"DeepSpeed config sets {key} = {current!r} but lexrl needs {value!r} (from "
+                "grpo.max_grad_norm, grpo.micro_batch_size and one optimizer step per update): "
+                'set it to "auto" in the DeepSpeed JSON'
+            )
 
 
 class Learner:
@@ -100,15 +165,23 @@ class Learner:
         self.accelerator = accelerator
         self.pad_id = pad_id
         self.importance_sampling = importance_sampling
+        self.deepspeed = accelerator.distributed_type == DistributedType.DEEPSPEED
+        if self.deepspeed:
+            fill_deepspeed_config(
+                accelerator.state.deepspeed_plugin.deepspeed_config,
+                config,
+                accelerator.num_processes,
+            )
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(
             trainable, lr=config.learning_rate, weight_decay=config.weight_decay
         )
         total_updates = max(1, max_steps * config.updates_per_batch)
-        scheduler = get_cosine_schedule_with_warmup(optimizer, config.warmup_steps, total_updates)
-        self.model, self.optimizer, self.scheduler = accelerator.prepare(
-            model, optimizer, scheduler
+        # Not given to `prepare`: accelerate would step it once per process per optimizer step.
+        self.scheduler = get_cosine_schedule_with_warmup(
+            optimizer, config.warmup_steps, total_updates
         )
+        self.model, self.optimizer = accelerator.prepare(model, optimizer)
 
     @property
     def policy(self) -> PeftModel:
@@ -116,26 +189,52 @@ class Learner:
 
     def update(self, rows: Sequence[Row]) -> dict[str, float]:
         """One optimizer step (per `updates_per_batch`) over `rows`, this process's share."""
-        totals = global_totals(rows, self.accelerator)
         chunks = [
             rows[i : i + self.config.micro_batch_size]
             for i in range(0, len(rows), self.config.micro_batch_size)
         ]
+        totals, micro_batches = global_totals(rows, len(chunks), self.accelerator)
         old = self._old_logprobs(chunks) if self.importance_sampling != "none" else None
         metrics: dict[str, float] = {}
         for _ in range(self.config.updates_per_batch):
-            metrics = self._step(chunks, totals, old)
+            metrics = self._step(chunks, micro_batches, totals, old)
         return metrics
+
+    def _batch(self, chunk: Sequence[Row]) -> dict[str, torch.Tensor]:
+        device = self.accelerator.device
+        return {k: v.to(device) for k, v in pack_rows(chunk, self.pad_id).items()}
 
     @torch.no_grad()
     def _old_logprobs(self, chunks: Sequence[Sequence[Row]]) -> list[torch.Tensor]:
         """The trainer's log-probs of every chunk before the update (pi_old)."""
         self.model.eval()
-        return [completion_logprobs(self.model, pack_rows(c, self.pad_id)) for c in chunks]
+        return [completion_logprobs(self.policy, self._batch(c)) for c in chunks]
+
+    def _accumulating(self, last: bool):
+        """DDP all-reduces in the backward of the last micro-batch only (forward and backward
+        must both run inside `no_sync`); ZeRO-2 reduces in every backward anyway."""
+        if self.deepspeed or last:
+            return nullcontext()
+        return self.accelerator.no_sync(self.model)
+
+    def _backward(self, loss: torch.Tensor, last: bool) -> None:
+        """Accumulate gradients; under DeepSpeed the last micro-batch also takes the optimizer
+        step (the engine clips, steps and zeroes)."""
+        # DDP and ZeRO average gradients over processes; the loss is already a share of the
+        # global sum, so undo the average.
+        loss = loss * self.accelerator.num_processes
+        if not self.deepspeed:
+            self.accelerator.backward(loss)
+            return
+        self.model.set_gradient_accumulation_boundary(last)
+        self.model.backward(loss)
+        if last:
+            self.model.step()
 
     def _step(
         self,
         chunks: Sequence[Sequence[Row]],
+        micro_batches: int,
         totals: Totals,
         old_chunks: list[torch.Tensor] | None,
     ) -> dict[str, float]:
@@ -148,20 +247,20 @@ class Learner:
             "kl": 0.0,
             "sampler_logprob_diff": 0.0,
         }
-        mismatch: dict[str, float] = {}
-        if not chunks:
-            # DDP still needs this process in the gradient all-reduce.
-            dummy = sum(p.sum() * 0.0 for p in self.model.parameters() if p.requires_grad)
-            self.accelerator.backward(dummy)
-        for index, chunk in enumerate(chunks):
-            batch = pack_rows(chunk, self.pad_id)
-            last = index == len(chunks) - 1
-            with self.accelerator.no_sync(self.model) if not last else nullcontext():
+        mismatch = dict.fromkeys(MISMATCH_METRICS if old_chunks is not None else (), 0.0)
+        for index in range(micro_batches):
+            last = index == micro_batches - 1
+            with self._accumulating(last):
+                if index >= len(chunks):
+                    logits = self.model(**zero_loss_batch(self.pad_id, self.accelerator.device))
+                    self._backward(logits.logits.sum() * 0.0, last)
+                    continue
+                batch = self._batch(chunks[index])
                 logprobs = completion_logprobs(self.model, batch)
                 ref = None
                 if config.beta > 0:
                     with torch.no_grad(), self.policy.disable_adapter():
-                        ref = completion_logprobs(self.model, batch)
+                        ref = completion_logprobs(self.policy, batch)
                 old, weights = None, None
                 if old_chunks is not None:
                     old = old_chunks[index]
@@ -173,8 +272,8 @@ class Learner:
                         config.importance_sampling_cap,
                     )
                     share = float(batch["completion_mask"].sum())
-                    for key, value in chunk_mismatch.items():
-                        mismatch[key] = mismatch.get(key, 0.0) + value * share
+                    for key in mismatch:
+                        mismatch[key] += chunk_mismatch[key] * share
                 loss, step_metrics = policy_loss(
                     LossInputs(
                         logprobs,
@@ -191,22 +290,22 @@ class Learner:
                     epsilon_high=config.epsilon_high,
                     beta=config.beta,
                 )
-                # DDP averages gradients over processes; the loss is already a share of the
-                # global sum, so undo the average.
-                self.accelerator.backward(loss * self.accelerator.num_processes)
+                self._backward(loss, last)
             sums["loss"] += loss.item()
             for key in ("clip_fraction", "kl", "sampler_logprob_diff"):
                 sums[key] += step_metrics[key] * step_metrics["tokens"]
             sums["tokens"] += step_metrics["tokens"]
+        # Under DeepSpeed the step already happened; this returns the engine's gradient norm.
         grad_norm = self.accelerator.clip_grad_norm_(
             [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm
         )
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        sums = self._sum_over_processes({**sums, **mismatch})
         tokens = max(sums["tokens"], 1.0)
         return {
-            **{key: value / tokens for key, value in mismatch.items()},
+            **{key: sums[key] / tokens for key in mismatch},
             "loss/policy": sums["loss"],
             "loss/clip_fraction": sums["clip_fraction"] / tokens,
             "loss/kl": sums["kl"] / tokens,
@@ -214,3 +313,14 @@ class Learner:
             "loss/grad_norm": float(grad_norm),
             "loss/learning_rate": self.scheduler.get_last_lr()[0],
         }
+
+    def _sum_over_processes(self, sums: dict[str, float]) -> dict[str, float]:
+        """Every process's loss is its share of the global one: the step's metrics are sums."""
+        if self.accelerator.num_processes == 1:
+            return sums
+        values = torch.tensor(
+            list(sums.values()), dtype=torch.float64, device=self.accelerator.device
+        )
+        return dict(
+            zip(sums, self.accelerator.reduce(values, reduction="sum").tolist(), strict=True)
+        )

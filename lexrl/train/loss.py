@@ -44,6 +44,12 @@ class Totals:
 
 
 IS_MODES = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+MISMATCH_METRICS = (
+    "mismatch/k3_kl",
+    "mismatch/abs_logprob_diff",
+    "mismatch/is_limited_fraction",
+    "mismatch/is_weight_mean",
+)
 
 
 def importance_weights(

@@ -1,19 +1,21 @@
 """One learner update on a fixed global batch; run under `accelerate launch` by test_ddp.py.
 
-usage: accelerate launch --multi_gpu --num_processes N tests/train/ddp_update.py MODEL_DIR OUT_FILE
-Each process takes its share of the trajectories (as the trainer does), updates once, and rank 0
-saves the all-reduced gradients and the updated LoRA weights to OUT_FILE.
+usage: accelerate launch [--multi_gpu | --config_file ZERO2] --num_processes N
+           tests/train/ddp_update.py MODEL_DIR OUT_FILE LOSS SPLIT
+Each process takes its share of the trajectories (as the trainer does; SPLIT `even` deals them
+round-robin, `uneven` gives rank 0 two trajectories and 2 micro-batches against rank 1's 6), updates
+once, and rank 0 saves the all-reduced gradients (not under DeepSpeed, whose engine steps and
+zeroes them inside the backward), the update's metrics and the updated LoRA weights to OUT_FILE.
 """
 
 import sys
 
 import torch
-from accelerate import Accelerator
 
 from lexrl.config import GRPOConfig, LoraConfig, ModelConfig
 from lexrl.models import add_lora, load_base
 from lexrl.train.advantages import Row
-from lexrl.train.learner import Learner
+from lexrl.train.learner import Learner, make_accelerator
 
 
 def fixed_rows() -> list[Row]:
@@ -44,8 +46,8 @@ def fixed_rows() -> list[Row]:
 
 
 def main() -> None:
-    model_dir, out_file, loss = sys.argv[1], sys.argv[2], sys.argv[3]
-    accelerator = Accelerator(cpu=True)
+    model_dir, out_file, loss, split = sys.argv[1:5]
+    accelerator = make_accelerator()
     model, tokenizer = load_base(ModelConfig(), path=model_dir)
     policy = add_lora(model, LoraConfig(r=4, alpha=8), seed=0)
     # A non-zero B makes the first step's gradient reach both LoRA matrices.
@@ -72,19 +74,21 @@ def main() -> None:
         return step(*args, **kwargs)
 
     learner.optimizer.step = capture_gradients_then_step
-    mine = [
-        r
-        for r in fixed_rows()
-        if r.trajectory % accelerator.num_processes == accelerator.process_index
-    ]
-    learner.update(mine)
+    rank, world = accelerator.process_index, accelerator.num_processes
+    if split == "even":
+        mine = [r for r in fixed_rows() if r.trajectory % world == rank]
+    else:
+        mine = [r for r in fixed_rows() if (r.trajectory >= 2) == (rank == world - 1)]
+    metrics = learner.update(mine)
     if accelerator.is_main_process:
-        lora = {n: p.detach() for n, p in learner.policy.named_parameters() if "lora_" in n}
+        lora = {n: p.detach().float() for n, p in learner.policy.named_parameters() if "lora_" in n}
         record = {
-            "num_processes": accelerator.num_processes,
+            "num_processes": world,
+            "deepspeed": learner.deepspeed,
             "rows_on_rank0": len(mine),
             "lora": lora,
             "grads": grads,
+            "metrics": metrics,
         }
         torch.save(record, out_file)
     accelerator.wait_for_everyone()

@@ -9,36 +9,68 @@ import torch
 HERE = Path(__file__).parent
 
 
-def _launch(processes: int, model_dir: str, out: Path, loss: str) -> None:
+REPO = HERE.parent.parent
+ZERO2 = REPO / "configs" / "accelerate" / "zero2_8gpu.yaml"
+
+
+def _launch(processes: int, model_dir: str, out: Path, loss: str, split: str = "even") -> None:
     # `--cpu` would pick accelerate's MPI launcher; `--multi_gpu` starts torchrun, and on a machine
     # without CUDA the processes join a gloo process group on the CPU (it needs 2+ processes).
-    multi = ["--multi_gpu"] if processes > 1 else []
+    launch = ["--multi_gpu"] if processes > 1 else []
+    if split == "zero2":
+        # The shipped 8-GPU DeepSpeed config, on 2 CPU processes (DeepSpeed's CPU accelerator).
+        launch = ["--config_file", str(ZERO2)]
     command = [
-        sys.executable, "-m", "accelerate.commands.launch", *multi,
+        sys.executable, "-m", "accelerate.commands.launch", *launch,
         "--num_processes", str(processes), "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no",
         str(HERE / "ddp_update.py"), model_dir, str(out), loss,
+        "uneven" if split == "zero2" else split,
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("loss", ["reinforce", "grpo"])
-def test_one_and_two_processes_make_the_same_update(tiny_model_path, tmp_path, loss):
-    _launch(1, tiny_model_path, tmp_path / "one.pt", loss)
-    _launch(2, tiny_model_path, tmp_path / "two.pt", loss)
-    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
+def _same_update(one: dict, two: dict) -> None:
     assert (one["num_processes"], two["num_processes"]) == (1, 2)
     assert two["rows_on_rank0"] < one["rows_on_rank0"], "rank 0 should hold only its share"
+    # The schedule advances once per update, whatever the number of processes.
+    assert two["metrics"]["loss/learning_rate"] == one["metrics"]["loss/learning_rate"] < 1e-2
+    assert two["metrics"]["loss/grad_norm"] == pytest.approx(
+        one["metrics"]["loss/grad_norm"], rel=1e-4
+    )
+    assert two["metrics"]["loss/policy"] == pytest.approx(one["metrics"]["loss/policy"], rel=1e-4)
+    # Adam turns float-order noise in near-zero gradients into up to ~0.2% of a step (lr = 1e-2).
+    assert one["lora"].keys() == two["lora"].keys()
+    for name, weight in one["lora"].items():
+        assert torch.allclose(weight, two["lora"][name], rtol=0, atol=1e-4), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("loss", "split"), [("reinforce", "even"), ("grpo", "uneven")])
+def test_one_and_two_processes_make_the_same_update(tiny_model_path, tmp_path, loss, split):
+    """`uneven`: rank 0 runs 2 micro-batches of rows and 4 of zero loss, rank 1 runs 6."""
+    _launch(1, tiny_model_path, tmp_path / "one.pt", loss)
+    _launch(2, tiny_model_path, tmp_path / "two.pt", loss, split)
+    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
+    _same_update(one, two)
     assert one["grads"].keys() == two["grads"].keys() and one["grads"]
     for name, grad in one["grads"].items():
         assert grad.abs().max() > 0, name
         assert torch.allclose(grad, two["grads"][name], rtol=1e-4, atol=1e-7), name
-    # Adam turns float-order noise in near-zero gradients into up to ~0.2% of a step (lr = 1e-2).
-    for name, weight in one["lora"].items():
-        assert torch.allclose(weight, two["lora"][name], rtol=0, atol=1e-4), name
+
+
+@pytest.mark.slow
+def test_deepspeed_zero2_matches_one_process(tiny_model_path, tmp_path):
+    """configs/accelerate/zero2_8gpu.yaml on 2 processes with uneven shares (2 vs 6
+    micro-batches): the same gradient norm, learning rate and LoRA update as one process."""
+    pytest.importorskip("deepspeed", reason="the `deepspeed` extra is not installed")
+    _launch(1, tiny_model_path, tmp_path / "one.pt", "grpo")
+    _launch(2, tiny_model_path, tmp_path / "zero2.pt", "grpo", "zero2")
+    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "zero2.pt")
+    assert two["deepspeed"] and not one["deepspeed"]
+    _same_update(one, two)
 
 
 @pytest.mark.slow
