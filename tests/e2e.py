@@ -15,7 +15,7 @@ lora:
   r: 4
   alpha: 8
 rollout:
-  max_new_tokens: 24
+  max_new_tokens: 48
 grpo:
   num_generations: 4
   tasks_per_step: 2
@@ -28,10 +28,12 @@ env:
     final_k: 3
     mas_k: 6
     max_iterations: 2
+# Enough warm-start for valid actions most of the time: groups whose rewards differ, so the
+# updates (and the resume tests that compare them) are not all zero.
 warmstart:
   enabled: true
-  num_episodes: 40
-  epochs: 1
+  num_episodes: 300
+  epochs: 2
 eval:
   max_tasks: 4
   samples_per_task: 1

@@ -1,14 +1,26 @@
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
+import psutil
 import pytest
 from safetensors.torch import load_file
 
+from lexrl.train.checkpoint import latest_checkpoint
 from tests.e2e import lexrl_command, run_lexrl, write_config
 
 STEPS = 4
+
+
+def _updated_after_the_kill(out) -> bool:
+    """Whether a step after the resume point moved the adapter (a zero gradient would make the
+    comparison hold whatever the optimizer state)."""
+    records = [json.loads(line) for line in (out / "metrics.jsonl").open()]
+    return any(r["loss/grad_norm"] > 0 for r in records if r["step"] > 2)
 
 
 def _adapter(out):
@@ -45,9 +57,73 @@ def test_killed_run_resumes_to_the_same_adapter(tmp_path, model_cache):
     result = run_lexrl("train", str(config), "--run.resume", "true")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resumed from" in result.stderr
+    assert _updated_after_the_kill(straight), "steps 3-4 had no gradient: nothing to compare"
     a, b = _adapter(straight), _adapter(killed)
     assert a.keys() == b.keys()
     for name in a:
         assert (a[name] == b[name]).all(), name
     steps = [line for line in (killed / "metrics.jsonl").read_text().splitlines()]
     assert len(steps) == STEPS, "metrics of redone steps must not be duplicated"
+
+
+def _zero2_train(config, *overrides: str) -> list[str]:
+    zero2 = Path(__file__).parents[2] / "configs" / "accelerate" / "zero2_8gpu.yaml"
+    return [
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(zero2),
+        "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+        "--dynamo_backend", "no", "-m", "lexrl.cli", "train", str(config), *overrides,
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_zero2_run_killed_mid_way_resumes_to_the_same_adapter(tmp_path, model_cache):
+    """Two processes under configs/accelerate/zero2_8gpu.yaml: each checkpoint holds both ZeRO
+    partitions (optimizer-0.pt, optimizer-1.pt), and a run killed after step 2 resumes to the
+    adapter of an uninterrupted run."""
+    pytest.importorskip("deepspeed", reason="the `deepspeed` extra is not installed")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1"}
+    straight = tmp_path / "straight"
+    config = write_config(tmp_path / "a.yaml", model_cache, straight, steps=STEPS, evals=False)
+    result = subprocess.run(
+        _zero2_train(config), capture_output=True, text=True, env=env, timeout=900
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    first = straight / "checkpoints" / "step-000001"
+    assert {p.name for p in first.glob("optimizer*")} == {"optimizer-0.pt", "optimizer-1.pt"}
+
+    killed = tmp_path / "killed"
+    config = write_config(tmp_path / "b.yaml", model_cache, killed, steps=STEPS, evals=False)
+    launcher = subprocess.Popen(
+        _zero2_train(config),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    checkpoints = killed / "checkpoints"
+    deadline = time.time() + 600
+    while not (checkpoints / "step-000002" / "trainer_state.json").exists():
+        assert launcher.poll() is None, "the run ended before it could be killed"
+        assert time.time() < deadline
+        time.sleep(0.02)
+    # torchrun's workers leave the launcher's process group: kill the whole tree.
+    tree = psutil.Process(launcher.pid)
+    processes = [tree, *tree.children(recursive=True)]
+    for process in processes:
+        process.kill()
+    psutil.wait_procs(processes, timeout=60)
+    assert latest_checkpoint(killed).name in ("step-000002", "step-000003"), "killed too late"
+
+    result = subprocess.run(
+        _zero2_train(config, "--run.resume", "true"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "resumed from" in result.stderr
+    assert _updated_after_the_kill(straight), "steps 3-4 had no gradient: nothing to compare"
+    a, b = _adapter(straight), _adapter(killed)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert (a[name] == b[name]).all(), name
