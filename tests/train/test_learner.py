@@ -5,7 +5,7 @@ from accelerate import Accelerator
 from lexrl.config import GRPOConfig, LoraConfig
 from lexrl.models import add_lora
 from lexrl.train.advantages import Row
-from lexrl.train.learner import Learner
+from lexrl.train.learner import Learner, fill_deepspeed_config
 
 
 def _rows(advantages, seed=0):
@@ -67,3 +67,27 @@ def test_update_moves_lora_only_never_the_base(tiny_model, loss):
     assert moved, "a non-zero advantage must change the adapter"
     assert all("lora_" in name for name in moved), sorted(n for n in moved if "lora_" not in n)
     assert metrics["loss/grad_norm"] > 0
+
+
+def test_deepspeed_auto_keys_are_filled_from_grpo():
+    ds_config = {
+        "gradient_clipping": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+        "zero_optimization": {"stage": 2},
+    }
+    fill_deepspeed_config(ds_config, GRPOConfig(max_grad_norm=0.5, micro_batch_size=4), 8)
+    assert ds_config == {
+        "gradient_clipping": 0.5,
+        "train_micro_batch_size_per_gpu": 4,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": 32,
+        "zero_optimization": {"stage": 2},
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("gradient_clipping", 2.0), ("gradient_accumulation_steps", 4)]
+)
+def test_deepspeed_value_that_disagrees_with_grpo_names_the_key(key, value):
+    with pytest.raises(ValueError, match=f"{key} = {value}"):
+        fill_deepspeed_config({key: value}, GRPOConfig(max_grad_norm=1.0), 2)
