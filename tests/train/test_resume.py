@@ -1,6 +1,5 @@
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -8,6 +7,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
 from safetensors.torch import load_file
 
 from lexrl.train.checkpoint import latest_checkpoint
@@ -29,6 +29,40 @@ def _adapter(out):
     )
 
 
+def _kill_after_step_two(command: list[str], env: dict[str, str], out: Path) -> None:
+    """Run `command` and SIGKILL its whole process tree (torchrun's workers leave the launcher's
+    process group) once step 2's checkpoint is complete."""
+    launcher = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
+    deadline = time.time() + 600
+    while not (out / "checkpoints" / "step-000002" / "trainer_state.json").exists():
+        assert launcher.poll() is None, "the run ended before it could be killed"
+        assert time.time() < deadline
+        time.sleep(0.02)
+    tree = psutil.Process(launcher.pid)
+    processes = [tree, *tree.children(recursive=True)]
+    for process in processes:
+        process.kill()
+    psutil.wait_procs(processes, timeout=60)
+    assert latest_checkpoint(out).name in ("step-000002", "step-000003"), "killed too late"
+
+
+def _assert_resumed_to_the_same_adapter(
+    result: subprocess.CompletedProcess, straight: Path, killed: Path
+) -> None:
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "resumed from" in result.stderr
+    assert _updated_after_the_kill(straight), "steps 3-4 had no gradient: nothing to compare"
+    a, b = _adapter(straight), _adapter(killed)
+    assert a.keys() == b.keys()
+    # The rollout batches whatever requests arrive within 2 ms, so padding, and with it the last
+    # bits of the recorded log-probs, differ between any two runs (step 1's loss by ~1e-7), and
+    # Adam carries that into the weights. A lost optimizer state moves them by ~3e-2.
+    for name in a:
+        assert torch.allclose(a[name], b[name], rtol=0, atol=1e-4), name
+
+
 @pytest.mark.slow
 def test_killed_run_resumes_to_the_same_adapter(tmp_path, model_cache):
     straight = tmp_path / "straight"
@@ -38,30 +72,10 @@ def test_killed_run_resumes_to_the_same_adapter(tmp_path, model_cache):
 
     killed = tmp_path / "killed"
     config = write_config(tmp_path / "b.yaml", model_cache, killed, steps=STEPS, evals=False)
-    process = subprocess.Popen(
-        lexrl_command("train", str(config)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "WANDB_MODE": "offline"},
-    )
-    checkpoints = killed / "checkpoints"
-    deadline = time.time() + 600
-    while not (checkpoints / "step-000002" / "trainer_state.json").exists():
-        assert process.poll() is None, "the run ended before it could be killed"
-        assert time.time() < deadline
-        time.sleep(0.02)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert not (checkpoints / f"step-{STEPS:06d}").exists(), "killed too late to test resuming"
-
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    _kill_after_step_two(lexrl_command("train", str(config)), env, killed)
     result = run_lexrl("train", str(config), "--run.resume", "true")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "resumed from" in result.stderr
-    assert _updated_after_the_kill(straight), "steps 3-4 had no gradient: nothing to compare"
-    a, b = _adapter(straight), _adapter(killed)
-    assert a.keys() == b.keys()
-    for name in a:
-        assert (a[name] == b[name]).all(), name
+    _assert_resumed_to_the_same_adapter(result, straight, killed)
     steps = [line for line in (killed / "metrics.jsonl").read_text().splitlines()]
     assert len(steps) == STEPS, "metrics of redone steps must not be duplicated"
 
@@ -93,26 +107,7 @@ def test_zero2_run_killed_mid_way_resumes_to_the_same_adapter(tmp_path, model_ca
 
     killed = tmp_path / "killed"
     config = write_config(tmp_path / "b.yaml", model_cache, killed, steps=STEPS, evals=False)
-    launcher = subprocess.Popen(
-        _zero2_train(config),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    checkpoints = killed / "checkpoints"
-    deadline = time.time() + 600
-    while not (checkpoints / "step-000002" / "trainer_state.json").exists():
-        assert launcher.poll() is None, "the run ended before it could be killed"
-        assert time.time() < deadline
-        time.sleep(0.02)
-    # torchrun's workers leave the launcher's process group: kill the whole tree.
-    tree = psutil.Process(launcher.pid)
-    processes = [tree, *tree.children(recursive=True)]
-    for process in processes:
-        process.kill()
-    psutil.wait_procs(processes, timeout=60)
-    assert latest_checkpoint(killed).name in ("step-000002", "step-000003"), "killed too late"
-
+    _kill_after_step_two(_zero2_train(config), env, killed)
     result = subprocess.run(
         _zero2_train(config, "--run.resume", "true"),
         capture_output=True,
@@ -120,10 +115,4 @@ def test_zero2_run_killed_mid_way_resumes_to_the_same_adapter(tmp_path, model_ca
         env=env,
         timeout=900,
     )
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert "resumed from" in result.stderr
-    assert _updated_after_the_kill(straight), "steps 3-4 had no gradient: nothing to compare"
-    a, b = _adapter(straight), _adapter(killed)
-    assert a.keys() == b.keys()
-    for name in a:
-        assert (a[name] == b[name]).all(), name
+    _assert_resumed_to_the_same_adapter(result, straight, killed)
