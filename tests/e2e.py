@@ -54,6 +54,24 @@ def write_config(path: Path, cache: str, out: Path, steps: int = 2, evals: bool 
     return path
 
 
+ZERO2 = Path(__file__).parents[1] / "configs" / "accelerate" / "zero2_8gpu.yaml"
+
+
+def accelerate_command(processes: int, *args: str, config_file: Path | None = None) -> list[str]:
+    """`accelerate launch` of `args` (a script, or `-m module ...`) on CPU processes, fp32."""
+    # `--cpu` would pick accelerate's MPI launcher; `--multi_gpu` starts torchrun, and on a machine
+    # without CUDA the processes join a gloo process group on the CPU (it needs 2+ processes).
+    if config_file is not None:
+        launch = ["--config_file", str(config_file)]
+    else:
+        launch = ["--multi_gpu"] if processes > 1 else []
+    return [
+        sys.executable, "-m", "accelerate.commands.launch", *launch,
+        "--num_processes", str(processes), "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no", *args,
+    ]  # fmt: skip
+
+
 def lexrl_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "lexrl.cli", *args]
 

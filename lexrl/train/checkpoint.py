@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedType
 from peft import PeftModel, set_peft_model_state_dict
 from safetensors.torch import load_file
+
+from lexrl.train.learner import uses_deepspeed
 
 STATE_FILE = "trainer_state.json"
 
@@ -53,10 +54,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def zero_partitioned(accelerator: Accelerator) -> bool:
-    return accelerator.distributed_type == DistributedType.DEEPSPEED
-
-
 def save_checkpoint(
     output_dir: str | Path,
     step: int,
@@ -74,11 +71,11 @@ def save_checkpoint(
     accelerator.wait_for_everyone()
     rank = accelerator.process_index
     torch.save(rng_state(), staging / f"rng-{rank}.pt")
-    if zero_partitioned(accelerator):
+    if uses_deepspeed(accelerator):
         torch.save(optimizer.state_dict(), staging / f"optimizer-{rank}.pt")
     if accelerator.is_main_process:
         policy.save_pretrained(staging / "adapter")
-        if not zero_partitioned(accelerator):
+        if not uses_deepspeed(accelerator):
             torch.save(optimizer.state_dict(), staging / "optimizer.pt")
         torch.save(scheduler.state_dict(), staging / "scheduler.pt")
     accelerator.wait_for_everyone()
@@ -109,7 +106,7 @@ def load_checkpoint(
     if not rng_file.is_file():
         raise FileNotFoundError(f"{rng_file} missing: resume with the same number of processes")
     load_adapter_weights(policy, path / "adapter")
-    if zero_partitioned(accelerator):
+    if uses_deepspeed(accelerator):
         load_zero_optimizer(path, optimizer, accelerator)
     else:
         optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))

@@ -49,6 +49,18 @@ def make_accelerator() -> Accelerator:
     return Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")])
 
 
+def uses_deepspeed(accelerator: Accelerator) -> bool:
+    return accelerator.distributed_type == DistributedType.DEEPSPEED
+
+
+def sum_over_processes(sums: dict[str, float], accelerator: Accelerator) -> dict[str, float]:
+    """Each value summed over all processes (one all-reduce)."""
+    if accelerator.num_processes == 1:
+        return sums
+    values = torch.tensor(list(sums.values()), dtype=torch.float64, device=accelerator.device)
+    return dict(zip(sums, accelerator.reduce(values, reduction="sum").tolist(), strict=True))
+
+
 def pack_rows(rows: Sequence[Row], pad_id: int) -> dict[str, torch.Tensor]:
     """Left-pad prompts and right-pad completions so every completion starts at column P.
 
@@ -165,7 +177,7 @@ class Learner:
         self.accelerator = accelerator
         self.pad_id = pad_id
         self.importance_sampling = importance_sampling
-        self.deepspeed = accelerator.distributed_type == DistributedType.DEEPSPEED
+        self.deepspeed = uses_deepspeed(accelerator)
         if self.deepspeed:
             fill_deepspeed_config(
                 accelerator.state.deepspeed_plugin.deepspeed_config,
@@ -252,8 +264,8 @@ class Learner:
             last = index == micro_batches - 1
             with self._accumulating(last):
                 if index >= len(chunks):
-                    logits = self.model(**zero_loss_batch(self.pad_id, self.accelerator.device))
-                    self._backward(logits.logits.sum() * 0.0, last)
+                    output = self.model(**zero_loss_batch(self.pad_id, self.accelerator.device))
+                    self._backward(output.logits.sum() * 0.0, last)
                     continue
                 batch = self._batch(chunks[index])
                 logprobs = completion_logprobs(self.model, batch)
@@ -302,7 +314,8 @@ class Learner:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        sums = self._sum_over_processes({**sums, **mismatch})
+        # Every process's loss is its share of the global one: the step's metrics are sums.
+        sums = sum_over_processes({**sums, **mismatch}, self.accelerator)
         tokens = max(sums["tokens"], 1.0)
         return {
             **{key: sums[key] / tokens for key in mismatch},
@@ -313,14 +326,3 @@ class Learner:
             "loss/grad_norm": float(grad_norm),
             "loss/learning_rate": self.scheduler.get_last_lr()[0],
         }
-
-    def _sum_over_processes(self, sums: dict[str, float]) -> dict[str, float]:
-        """Every process's loss is its share of the global one: the step's metrics are sums."""
-        if self.accelerator.num_processes == 1:
-            return sums
-        values = torch.tensor(
-            list(sums.values()), dtype=torch.float64, device=self.accelerator.device
-        )
-        return dict(
-            zip(sums, self.accelerator.reduce(values, reduction="sum").tolist(), strict=True)
-        )

@@ -40,7 +40,7 @@ from lexrl.rollout.factory import make_backend
 from lexrl.rollout.policy import Policy
 from lexrl.train.advantages import rows_from_groups, shard_step, split_group_advantages
 from lexrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from lexrl.train.learner import Learner, make_accelerator
+from lexrl.train.learner import Learner, make_accelerator, sum_over_processes
 from lexrl.train.logger import RunLogger, console
 from lexrl.train.warmstart import build_warmstarted_base
 from lexrl.types import Group, Task
@@ -156,12 +156,7 @@ def reduce_metric_sums(
 ) -> dict[str, float]:
     """Sum over processes, then turn sums into means: per episode (rewards, env metrics, turns
     and planner actions), per group (reward std), per turn (`agent/<role>/tokens`)."""
-    values = torch.tensor(
-        [float(sums.get(k, 0.0)) for k in keys], dtype=torch.float64, device=accelerator.device
-    )
-    if accelerator.num_processes > 1:
-        values = accelerator.reduce(values, reduction="sum")
-    totals = dict(zip(keys, values.tolist(), strict=True))
+    totals = sum_over_processes({k: float(sums.get(k, 0.0)) for k in keys}, accelerator)
     episodes = max(totals.pop("count/episodes"), 1.0)
     groups = max(totals.pop("count/groups"), 1.0)
     out = {"count/episodes": episodes}

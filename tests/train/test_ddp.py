@@ -1,32 +1,24 @@
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.e2e import ZERO2, accelerate_command, write_config
+
 HERE = Path(__file__).parent
-
-
 REPO = HERE.parent.parent
-ZERO2 = REPO / "configs" / "accelerate" / "zero2_8gpu.yaml"
 
 
 def _launch(processes: int, model_dir: str, out: Path, loss: str, split: str = "even") -> None:
-    # `--cpu` would pick accelerate's MPI launcher; `--multi_gpu` starts torchrun, and on a machine
-    # without CUDA the processes join a gloo process group on the CPU (it needs 2+ processes).
-    launch = ["--multi_gpu"] if processes > 1 else []
-    if split == "zero2":
-        # The shipped 8-GPU DeepSpeed config, on 2 CPU processes (DeepSpeed's CPU accelerator).
-        launch = ["--config_file", str(ZERO2)]
-    command = [
-        sys.executable, "-m", "accelerate.commands.launch", *launch,
-        "--num_processes", str(processes), "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no",
+    # `zero2`: the shipped 8-GPU DeepSpeed config, on 2 CPU processes (DeepSpeed's CPU accelerator).
+    command = accelerate_command(
+        processes,
         str(HERE / "ddp_update.py"), model_dir, str(out), loss,
         "uneven" if split == "zero2" else split,
-    ]  # fmt: skip
+        config_file=ZERO2 if split == "zero2" else None,
+    )  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -79,16 +71,10 @@ def test_one_task_split_over_two_processes(tmp_path, model_cache):
     over the whole group (gathered); LegalMALR's G = 2 on 8 GPUs works the same way."""
     import json
 
-    from tests.e2e import write_config
-
     out = tmp_path / "run"
     config = write_config(tmp_path / "c.yaml", model_cache, out, steps=2, evals=False)
     config.write_text(config.read_text().replace("tasks_per_step: 2", "tasks_per_step: 1"))
-    command = [
-        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-        "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-        "--dynamo_backend", "no", "-m", "lexrl.cli", "train", str(config),
-    ]  # fmt: skip
+    command = accelerate_command(2, "-m", "lexrl.cli", "train", str(config))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -1,7 +1,6 @@
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from lexrl.train.checkpoint import latest_checkpoint
-from tests.e2e import lexrl_command, run_lexrl, write_config
+from tests.e2e import ZERO2, accelerate_command, lexrl_command, run_lexrl, write_config
 
 STEPS = 4
 
@@ -80,13 +79,10 @@ def test_killed_run_resumes_to_the_same_adapter(tmp_path, model_cache):
     assert len(steps) == STEPS, "metrics of redone steps must not be duplicated"
 
 
-def _zero2_train(config, *overrides: str) -> list[str]:
-    zero2 = Path(__file__).parents[2] / "configs" / "accelerate" / "zero2_8gpu.yaml"
-    return [
-        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(zero2),
-        "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-        "--dynamo_backend", "no", "-m", "lexrl.cli", "train", str(config), *overrides,
-    ]  # fmt: skip
+def _zero2_train(config: Path, *overrides: str) -> list[str]:
+    return accelerate_command(
+        2, "-m", "lexrl.cli", "train", str(config), *overrides, config_file=ZERO2
+    )
 
 
 @pytest.mark.slow
