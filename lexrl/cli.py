@@ -155,6 +155,16 @@ def _index(config: Config) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from lexrl.hub import ModelUnavailable
+
+    try:
+        _run(argv)
+    except ModelUnavailable as error:
+        print(f"model error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _run(argv: list[str] | None) -> None:
     args, overrides = _parser().parse_known_args(argv)
     if args.command == "envs":
         from lexrl.envs import REGISTRY, make_env
@@ -179,9 +189,20 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "index":
         _index(config)
     elif args.command == "serve":
-        from lexrl.rollout.serve import serve
+        import torch
+        from accelerate import Accelerator
 
-        serve(config, args.host, args.port)
+        from lexrl.envs import make_env
+        from lexrl.rollout.serve import serve
+        from lexrl.train.trainer import resolve_base
+
+        accelerator = Accelerator(cpu=not torch.cuda.is_available())
+        serve(
+            config,
+            str(resolve_base(config, make_env(config.env), accelerator)),
+            args.host,
+            args.port,
+        )
     elif args.command == "rollout":
         import torch
 

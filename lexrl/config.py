@@ -88,6 +88,11 @@ class RolloutConfig:
     """How long the micro-batcher waits for more concurrent requests before generating."""
     max_concurrent_episodes: int = 256
     """Episodes run concurrently by the engine (each awaits its own LLM calls)."""
+    deterministic: bool = True
+    """`hf` and `vllm-engine`: cut a batch only once every running episode is waiting for the
+    model, so batch composition (and with it the sampler's random draws and the padding) never
+    depends on timing; a seeded run then repeats bit for bit. False cuts a batch after
+    `batch_wait_ms`, which is faster when episodes also wait on slow tools (a remote judge)."""
     overlap: bool = False
     """`vllm-server` only: sample the next step's episodes while this step updates. They come
     from the adapter one version behind (staleness <= 1; importance sampling corrects it), and
@@ -149,6 +154,10 @@ class RetrievalConfig:
     first_stage: str = "bm25"
     """`bm25` (bm25s; jieba tokens and STARD's stopwords for Chinese) or `dense` (LegalMALR sec.
     4.1 uses Qwen3-Embedding-4B; set `dense_model`)."""
+    bm25_variant: str = "lucene"
+    """`lucene`: bm25s' Lucene BM25 (k1 1.5, b 0.75, idf never negative). `stard`: the scorer of
+    the STARD authors' `src/BM25` code (Robertson idf, k1 1.3, b 0.75, query-term weight with
+    k2 1.5), for reproducing the paper's BM25 baselines; docs/benchmarks.md compares the two."""
     dense_model: str = ""
     """sentence-transformers model id or folder (paper: `Qwen/Qwen3-Embedding-4B`), `tiny` for a
     random-weight model built offline (tests, CPU demo), or the model name an endpoint serves."""
@@ -292,8 +301,9 @@ class EvalConfig:
     policy: bool = True
     """Evaluate the policy (false: only the baselines)."""
     baselines: list[str] = field(default_factory=list)
-    """Retrieval baselines scored on the raw query in the same run: `bm25`, `dense`,
-    `dense+reranker` (the last two use `env.statute.retrieval`'s models)."""
+    """Retrieval baselines scored on the raw query in the same run: `bm25` (the Lucene variant),
+    `bm25-stard` (the STARD authors' scorer), `dense`, `dense+reranker` (the last two use
+    `env.statute.retrieval`'s models)."""
     final_reranker: FinalRerankerConfig = field(default_factory=FinalRerankerConfig)
     """The LLM reranker that turns the pool into the end-to-end ranking."""
     bootstrap_resamples: int = 2000
@@ -358,6 +368,7 @@ _CHOICES = {
     "env.statute.language": ("en", "zh"),
     "env.statute.dataset": ("demo", "stard", "csaid", "jsonl"),
     "env.statute.retrieval.first_stage": ("bm25", "dense"),
+    "env.statute.retrieval.bm25_variant": ("lucene", "stard"),
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }
 
@@ -369,7 +380,7 @@ def _lookup(config: Config, dotted: str) -> object:
     return value
 
 
-BASELINES = ("bm25", "dense", "dense+reranker")
+BASELINES = ("bm25", "bm25-stard", "dense", "dense+reranker")
 
 
 def validate(config: Config) -> Config:

@@ -31,6 +31,7 @@ from transformers import (
 )
 
 from lexrl.config import LoraConfig, ModelConfig
+from lexrl.hub import loading
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -140,11 +141,12 @@ def load_base(
             path = tiny_model_dir(config, corpus_text)
         else:
             path = config.name_or_path
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    with loading("model.name_or_path", str(path)):
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, config.dtype))
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, config.dtype))
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
 

@@ -89,7 +89,10 @@ class BM25Retriever:
         documents: Sequence[str],
         language: str = "en",
         stopwords: frozenset[str] = frozenset(),
+        variant: str = "lucene",
     ):
+        if variant != "lucene":
+            raise NotImplementedError(f"BM25 variant {variant!r}")
         self.language = language
         self.stopwords = stopwords
         self.num_documents = len(documents)

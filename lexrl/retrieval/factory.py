@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lexrl.config import RetrievalConfig
+from lexrl.hub import loading
 from lexrl.retrieval.base import CachedRetriever, Retriever
 from lexrl.retrieval.bm25 import BM25Retriever
 from lexrl.retrieval.dense import DenseRetriever, Encoder, SentenceTransformerEncoder
@@ -45,12 +46,13 @@ def build_encoder(config: RetrievalConfig, documents: Sequence[str]) -> Encoder:
             config.dense_query_prompt,
             api_key_env=config.api_key_env,
         )
-    return SentenceTransformerEncoder(
-        _local_model(config.dense_model, "embedder", documents, config),
-        config.dense_query_prompt,
-        config.batch_size,
-        _device(config),
-    )
+    with loading("env.statute.retrieval.dense_model", config.dense_model):
+        return SentenceTransformerEncoder(
+            _local_model(config.dense_model, "embedder", documents, config),
+            config.dense_query_prompt,
+            config.batch_size,
+            _device(config),
+        )
 
 
 def build_reranker(config: RetrievalConfig, documents: Sequence[str]) -> Reranker:
@@ -60,11 +62,12 @@ def build_reranker(config: RetrievalConfig, documents: Sequence[str]) -> Reranke
         return EndpointReranker(
             config.reranker_endpoint, config.reranker_model, api_key_env=config.api_key_env
         )
-    return CrossEncoderReranker(
-        _local_model(config.reranker_model, "reranker", documents, config),
-        config.batch_size,
-        device=_device(config),
-    )
+    with loading("env.statute.retrieval.reranker_model", config.reranker_model):
+        return CrossEncoderReranker(
+            _local_model(config.reranker_model, "reranker", documents, config),
+            config.batch_size,
+            device=_device(config),
+        )
 
 
 def build_dense(
@@ -84,15 +87,18 @@ def build_retriever(
     stopwords: frozenset[str] = frozenset(),
     first_stage: str | None = None,
     rerank: bool | None = None,
+    bm25_variant: str | None = None,
 ) -> Retriever:
-    """`first_stage` (default: the config's), then the light reranker when one is configured
-    (`rerank` forces it on or off), behind the LRU cache."""
+    """`first_stage` and `bm25_variant` (default: the config's), then the light reranker when
+    one is configured (`rerank` forces it on or off), behind the LRU cache."""
     first_stage = first_stage or config.first_stage
     retriever: Retriever
     if first_stage == "dense":
         retriever = build_dense(config, documents)
     else:
-        retriever = BM25Retriever(documents, language, stopwords)
+        retriever = BM25Retriever(
+            documents, language, stopwords, variant=bm25_variant or config.bm25_variant
+        )
     if config.reranker_model if rerank is None else rerank:
         retriever = RerankingRetriever(
             retriever, build_reranker(config, documents), documents, first_stage_k

@@ -2,7 +2,8 @@
 the `vllm-server` backend (LoRA hot-loading on, sampler log-probs after temperature).
 
 The base is what the trainer's LoRA sits on: the configured model, or for `tiny` the built-in
-model (warm-started when the config says so), built here first if it is not cached yet. The
+model (warm-started when the config says so); `lexrl serve` resolves it (building it first if it
+is not cached yet) and hands the folder to `serve`. The
 server runs in the foreground until interrupted; `--wait-only` style use is left to scripts that
 poll `/health` (scripts/serve_vllm.sh).
 """
@@ -93,15 +94,12 @@ def wait_until_healthy(
     raise TimeoutError(f"vLLM server at {url} not healthy after {timeout_s:.0f} s")
 
 
-def serve(config: Config, host: str, port: int, timeout_s: float = 900) -> None:
+def serve(config: Config, base_path: str, host: str, port: int, timeout_s: float = 900) -> None:
+    """Run vLLM's server for `base_path` (the trainer's base, resolved by the caller) until
+    interrupted."""
     import torch
-    from accelerate import Accelerator
-
-    from lexrl.envs import make_env
-    from lexrl.train.trainer import resolve_base
 
     cpu = not torch.cuda.is_available()
-    base_path = str(resolve_base(config, make_env(config.env), Accelerator(cpu=cpu)))
     argv, env = vllm_server_command(config, base_path, host, port, cpu)
     print("starting:", " ".join(argv), flush=True)
     process = subprocess.Popen(argv, env=env)

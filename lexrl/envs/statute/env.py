@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import random
+from functools import cached_property
 from importlib import resources
 from typing import Any
 
@@ -105,10 +106,18 @@ class StatuteEnv(Env):
                 if config.stopwords_path
                 else default_stopwords()
             )
-        self.retriever = self.build_retriever()
+
+    @cached_property
+    def retriever(self) -> Retriever:
+        """The configured retriever, built on first use: `--stats` and the loaders never load a
+        retrieval model."""
+        return self.build_retriever()
 
     def build_retriever(
-        self, first_stage: str | None = None, rerank: bool | None = None
+        self,
+        first_stage: str | None = None,
+        rerank: bool | None = None,
+        bm25_variant: str | None = None,
     ) -> Retriever:
         """The configured retriever over this corpus, or a variant of it (for the baselines)."""
         return build_retriever(
@@ -119,6 +128,7 @@ class StatuteEnv(Env):
             self.stopwords,
             first_stage=first_stage,
             rerank=rerank,
+            bm25_variant=bm25_variant,
         )
 
     @classmethod

@@ -1,0 +1,47 @@
+"""Where a model comes from: a local folder, or the Hugging Face Hub (its local cache included).
+
+A model that is neither fails here in one line that names the config key, the model and the ways
+out, instead of a long traceback from deep inside transformers or sentence-transformers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class ModelUnavailable(RuntimeError):
+    """A configured model is neither a local folder nor reachable on the Hub (one-line message)."""
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
+def unavailable_message(key: str, name: str, reason: str) -> str:
+    where = "not in the local Hugging Face cache (HF_HUB_OFFLINE is set)" if offline() else reason
+    return (
+        f"`{key}`: {name!r} is not a local folder and the Hub cannot provide it ({where}); "
+        f"pass a local folder, or fetch it once where the Hub is reachable "
+        f"(`huggingface-cli download {name}`, then HF_HUB_OFFLINE=1 uses the cache); "
+        "for dense retrieval `lexrl index` encodes the corpus ahead of a run"
+    )
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:200]
+
+
+@contextmanager
+def loading(key: str, name: str) -> Iterator[None]:
+    """Turn the Hub's "not found / not reachable" errors while loading `name` (set by the config
+    key `key`) into `ModelUnavailable`; a local folder's own errors pass through unchanged."""
+    try:
+        yield
+    except (OSError, ValueError) as error:
+        if Path(name).expanduser().exists():
+            raise
+        raise ModelUnavailable(unavailable_message(key, name, first_line(error))) from error
