@@ -9,7 +9,8 @@ config error answer at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import difflib
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 
 import draccus
@@ -411,6 +412,34 @@ def validate(config: Config) -> Config:
     return config
 
 
+def option_names(cls: type = Config, prefix: str = "") -> list[str]:
+    """Every dotted key a command line may set (`grpo.num_generations`, ...)."""
+    names = []
+    for item in fields(cls):
+        name = f"{prefix}{item.name}"
+        default = item.default_factory() if callable(item.default_factory) else item.default
+        if is_dataclass(default):
+            names += option_names(type(default), f"{name}.")
+        else:
+            names.append(name)
+    return names
+
+
+def check_option_names(overrides: list[str]) -> None:
+    """Refuse an unknown `--key` in one line with the closest real key, before draccus would
+    print its hundred-line usage."""
+    known = option_names()
+    for token in overrides:
+        if not token.startswith("--") or token in ("--help", "--config_path"):
+            continue
+        name = token[2:].split("=", 1)[0]
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"; did you mean --{close[0]}?" if close else " (--help lists the keys)"
+        raise ConfigError(f"unknown option --{name}{hint}")
+
+
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
     """Load a YAML config and apply `--section.key value` overrides.
 
@@ -418,6 +447,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     """
     if path is not None and not Path(path).is_file():
         raise ConfigError(f"config file not found: {path}")
+    check_option_names(list(overrides or []))
     try:
         config = draccus.parse(
             config_class=Config,

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from lexrl.config import Config, ConfigError, load_config
+from lexrl.config import Config, ConfigError, load_config, option_names
 
 CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
 
@@ -59,3 +59,22 @@ def test_missing_file_is_named(tmp_path):
 def test_inconsistent_settings_are_named(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, overrides)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("--grpo.nume_generations", r"^unknown option --grpo\.nume_generations; did you mean --grpo\.num_generations\?$"),
+        ("--env.statute.retrieval.bm25_varient=stard", r"did you mean --env\.statute\.retrieval\.bm25_variant\?$"),
+        ("--zzz", r"^unknown option --zzz \(--help lists the keys\)$"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_option_is_one_line_with_the_closest_key(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override, "3"])
+
+
+def test_every_field_is_a_known_option():
+    names = option_names()
+    assert {"grpo.num_generations", "env.statute.retrieval.dense_model", "run.seed"} <= set(names)
+    assert load_config(None, [f"--{name}" for name in ["run.seed"]] + ["5"]).run.seed == 5

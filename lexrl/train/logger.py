@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from tqdm.auto import tqdm
 
 from lexrl.config import Config, LoggingConfig
 
@@ -83,7 +85,10 @@ class RunLogger:
             for k in metrics
             if k.startswith(("reward/total", "env/mas_recall", "loss/policy", "perf/step"))
         }
-        console.print(f"step {step}: " + "  ".join(f"{k}={v:.4f}" for k, v in shown.items()))
+        # tqdm.write keeps the step bar below the lines instead of tearing it.
+        tqdm.write(
+            f"step {step}: " + "  ".join(f"{k}={v:.4f}" for k, v in shown.items()), file=sys.stderr
+        )
         self._wandb_call("log", metrics, step=step)
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:

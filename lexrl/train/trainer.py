@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
+from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from lexrl.config import Config, save_config
@@ -323,6 +324,9 @@ def train(config: Config) -> dict[str, dict[str, float]]:
     # the adapter one version behind (and the new one once it is loaded): staleness <= 1.
     prefetch = ThreadPoolExecutor(max_workers=1) if config.rollout.overlap else None
     pending: Future | None = None
+    bar = tqdm(
+        total=config.run.max_steps, initial=step, desc="GRPO steps", unit="step", disable=not main
+    )
     while step < config.run.max_steps:
         started = time.perf_counter()
         if pending is not None:
@@ -370,6 +374,10 @@ def train(config: Config) -> dict[str, dict[str, float]]:
                 "perf/step_s": time.perf_counter() - started,
             }
         )
+        bar.update(1)
+        bar.set_postfix(
+            reward=f"{metrics['reward/total']:.3f}", step_s=f"{metrics['perf/step_s']:.1f}"
+        )
         if step % config.logging.log_every == 0:
             logger.log(step, metrics)
         if config.logging.samples_every and step % config.logging.samples_every == 0:
@@ -385,6 +393,7 @@ def train(config: Config) -> dict[str, dict[str, float]]:
                 accelerator,
             )
 
+    bar.close()
     if prefetch is not None:
         prefetch.shutdown()
     if config.run.eval_after and main:

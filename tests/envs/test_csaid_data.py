@@ -87,3 +87,20 @@ def test_csaid_env_without_a_corpus_uses_the_gold_union_and_says_so(tmp_path):
     assert "gold-article union" in stats["corpus_source"]
     assert stats["test"]["queries"] == 2 and stats["test"]["mean_gold_per_query"] == 1.5
     assert env.search("盗窃 电动车 判几年", 1) == [env.tasks("test")[1].gold[0]]
+
+
+def test_a_repeated_label_is_a_duplicate_not_unmatched(tmp_path):
+    queries = {
+        **QUERIES,
+        # the same article twice, the second time with other whitespace
+        "3": {"query": "q", "label": [CORPUS[1], CORPUS[1].replace("\n", "\n "), CORPUS[2]]},
+    }
+    queries_path, corpus_path = _write(tmp_path, queries)
+    for corpus in (corpus_path, None):
+        data = load_csaid(queries_path, corpus)
+        assert data.notes == ["query 3: 1 duplicate gold label(s) (an article listed again)"]
+        assert len(data.corpus) == 3
+        env = StatuteEnv(data.corpus, data.splits, StatuteEnvConfig(dataset="csaid", language="zh"))
+        stats = env.stats()["test"]
+        assert stats["mean_gold_per_query"] == (1 + 2 + 2) / 3
+        assert stats["mean_gold_labels_listed_per_query"] == (1 + 2 + 3) / 3

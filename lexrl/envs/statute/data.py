@@ -144,7 +144,9 @@ def load_csaid(
 ) -> StatuteData:
     """CSAID as a `test` split. Gold that matches no corpus entry stops the load with the count
     and examples, unless `allow_unmatched`: then it is dropped and counted in `notes` (a query
-    left with no gold is dropped too)."""
+    left with no gold is dropped too). A label that repeats an article already in the query's
+    gold (the release lists some twice, at times differing only in whitespace) counts once and is
+    noted as a duplicate; `Task.meta["gold_labels_listed"]` keeps the count as listed."""
     queries_path = Path(queries_path)
     records = read_json(queries_path)
     if not isinstance(records, dict):
@@ -163,7 +165,12 @@ def load_csaid(
             raise DatasetError(f"{corpus_path}: expected a JSON list of article strings")
         source = f"CSAID corpus ({corpus_path}, {len(texts)} articles)"
     else:
-        texts = list(dict.fromkeys(label for r in records.values() for label in r["label"]))
+        # One entry per article: a label repeated with other whitespace is the same article.
+        by_form = {}
+        for record in records.values():
+            for label in record["label"]:
+                by_form.setdefault(normalise_article(label), label)
+        texts = list(by_form.values())
         source = f"gold-article union of {queries_path} ({len(texts)} articles; far easier than the full corpus)"
     corpus = [_csaid_article(index, text) for index, text in enumerate(texts)]
     by_text: dict[str, int] = {}
@@ -172,17 +179,27 @@ def load_csaid(
 
     tasks, notes, unmatched = [], [], []
     for key, record in records.items():
-        gold = []
+        gold, duplicates = [], 0
         for label in record["label"]:
             index = by_text.get(normalise_article(label))
             if index is None:
                 unmatched.append((key, label))
-            elif index not in gold:
+            elif index in gold:
+                duplicates += 1
+            else:
                 gold.append(index)
-        if len(gold) < len(record["label"]):
-            notes.append(f"query {key}: {len(record['label']) - len(gold)} gold label(s) unmatched")
+        missing = len(record["label"]) - len(gold) - duplicates
+        if duplicates:
+            notes.append(
+                f"query {key}: {duplicates} duplicate gold label(s) (an article listed again)"
+            )
+        if missing:
+            notes.append(f"query {key}: {missing} gold label(s) unmatched")
         if gold:
-            tasks.append(Task(id=str(key), inputs={"query": record["query"]}, gold=gold))
+            listed = {"gold_labels_listed": len(record["label"])}
+            tasks.append(
+                Task(id=str(key), inputs={"query": record["query"]}, gold=gold, meta=listed)
+            )
         else:
             notes.append(f"query {key}: dropped, no gold label matches the corpus")
     if unmatched and not allow_unmatched:

@@ -192,18 +192,25 @@ class StatuteEnv(Env):
         return self.splits[split]
 
     def stats(self) -> dict[str, object]:
-        """Loader statistics: per split, query count, mean gold per query, mean query length."""
+        """Loader statistics: per split, query count, mean gold per query (distinct articles, and
+        labels as the file lists them where they differ), mean query length."""
         out: dict[str, object] = {
             "corpus_size": len(self.corpus),
             "corpus_source": self.corpus_source,
             "loader_notes": {"count": len(self.notes), "first": self.notes[:5]},
         }
         for split, tasks in self.splits.items():
-            out[split] = {
+            count = max(len(tasks), 1)
+            split_stats: dict[str, float] = {
                 "queries": len(tasks),
-                "mean_gold_per_query": sum(len(t.gold) for t in tasks) / max(len(tasks), 1),
-                "mean_query_chars": sum(len(t.inputs["query"]) for t in tasks) / max(len(tasks), 1),
+                "mean_gold_per_query": sum(len(t.gold) for t in tasks) / count,
             }
+            if any("gold_labels_listed" in t.meta for t in tasks):
+                split_stats["mean_gold_labels_listed_per_query"] = (
+                    sum(t.meta.get("gold_labels_listed", len(t.gold)) for t in tasks) / count
+                )
+            split_stats["mean_query_chars"] = sum(len(t.inputs["query"]) for t in tasks) / count
+            out[split] = split_stats
         return out
 
     def text_corpus(self) -> list[str]:
