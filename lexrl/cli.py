@@ -104,9 +104,15 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
 def _evaluate(config: Config, checkpoint: str | None) -> None:
     from lexrl.envs import make_env
     from lexrl.envs.statute import StatuteEnv
-    from lexrl.eval.evaluate import eval_tasks, print_summary, rollout_split, summarize
+    from lexrl.eval.evaluate import (
+        eval_tasks,
+        evaluation_dir,
+        print_summary,
+        rollout_split,
+        summarize,
+    )
 
-    out_dir = Path(checkpoint or config.run.output_dir)
+    out_dir = evaluation_dir(config, checkpoint)
     if config.eval.policy:
         env, backend, tokenizer = _policy_from_checkpoint(config, checkpoint)
         groups = rollout_split(env, backend, tokenizer, config, f"eval {config.eval.split}")

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -19,12 +20,19 @@ def test_config_error_names_the_key_and_exits_2(tmp_path):
     assert "bad.yaml" in result.stderr and "lr" in result.stderr
 
 
+def report_dir(stdout: str) -> Path:
+    """The folder of the report `lexrl eval` printed (`report: <dir>/eval_<split>_report.md`)."""
+    line = next(line for line in stdout.splitlines() if line.startswith("report: "))
+    return Path(line.removeprefix("report: ").split(" (and")[0]).parent
+
+
 @pytest.mark.slow
 def test_train_eval_rollout_end_to_end(tmp_path, model_cache):
     out = tmp_path / "run"
     config = write_config(tmp_path / "tiny.yaml", model_cache, out, steps=2)
     result = run_lexrl("train", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "GRPO steps: 100%" in result.stderr and "reward=" in result.stderr, "no step bar"
 
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]
@@ -44,7 +52,9 @@ def test_train_eval_rollout_end_to_end(tmp_path, model_cache):
         "eval", str(config), "--checkpoint", str(checkpoint), "--eval.baselines", "[bm25]"
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads((checkpoint / "eval_test_report.json").read_text())
+    written = report_dir(result.stdout)
+    assert written.parent == out / "eval" and written.name.startswith("step-000002_test_first4_")
+    report = json.loads((written / "eval_test_report.json").read_text())
     policy = report["systems"][str(checkpoint)]
     episodes = report["notes"][str(checkpoint)]["episode_means"]
     assert episodes["episodes"] == 4
@@ -57,8 +67,8 @@ def test_train_eval_rollout_end_to_end(tmp_path, model_cache):
     )
     assert {"recall@10", "mrr@10", "ndcg@10", "hit_rate@10"} <= set(policy)
     assert set(report["systems"]["bm25"]) == {"recall@10", "mrr@10", "ndcg@10", "hit_rate@10"}
-    assert "| bm25 |" in (checkpoint / "eval_test_report.md").read_text()
-    lines = (checkpoint / "eval_test.jsonl").read_text().splitlines()
+    assert "| bm25 |" in (written / "eval_test_report.md").read_text()
+    lines = (written / "eval_test.jsonl").read_text().splitlines()
     first = json.loads(lines[0])["trajectories"][0]
     assert first["final_ranking"] == first["outcome"]["pool"] and first["final_reranker"] is None
 
@@ -95,11 +105,12 @@ def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
     result = run_lexrl("eval", str(config), "--eval.policy", "false", "--eval.baselines", "[bm25]")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "recall@10" in result.stdout and "built-in demo world" in result.stdout
+    written = report_dir(result.stdout)
+    assert written.parent == tmp_path / "out" / "eval"
     records = [
-        json.loads(line)
-        for line in (tmp_path / "out" / "baseline_bm25_test.jsonl").read_text().splitlines()
+        json.loads(line) for line in (written / "baseline_bm25_test.jsonl").read_text().splitlines()
     ]
-    report = json.loads((tmp_path / "out" / "eval_test_report.json").read_text())
+    report = json.loads((written / "eval_test_report.json").read_text())
     summary = report["systems"]["bm25"]
     assert len(records) == 110 and report["queries"] == 110
     for k in (3, 10):
@@ -109,6 +120,17 @@ def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
             ) / len(records)
             assert summary[f"{name}@{k}"]["mean"] == pytest.approx(expected, abs=1e-9)
             assert summary[f"{name}@{k}"]["low"] <= expected <= summary[f"{name}@{k}"]["high"]
+
+    # Another setting of the same evaluation writes beside the first, never over it.
+    result = run_lexrl(
+        "eval", str(config), "--eval.policy", "false", "--eval.baselines", "[bm25]",
+        "--eval.max_tasks", "20",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    second = report_dir(result.stdout)
+    assert second != written and second.name.startswith("base_test_first20_baselines_")
+    assert json.loads((second / "eval_test_report.json").read_text())["queries"] == 20
+    assert json.loads((written / "eval_test_report.json").read_text()) == report
 
 
 @pytest.mark.slow
@@ -129,15 +151,78 @@ def test_index_then_dense_baselines_with_tiny_models(tmp_path):
     result = run_lexrl("eval", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "encoding corpus" not in result.stderr, "the index should come from the cache"
-    report = json.loads((tmp_path / "out" / "eval_test_report.json").read_text())
+    written = report_dir(result.stdout)
+    report = json.loads((written / "eval_test_report.json").read_text())
     assert list(report["systems"]) == ["bm25", "dense", "dense+reranker"]
-    dense = [json.loads(line) for line in (tmp_path / "out" / "baseline_dense_test.jsonl").open()]
+    dense = [json.loads(line) for line in (written / "baseline_dense_test.jsonl").open()]
     reranked = [
-        json.loads(line)
-        for line in (tmp_path / "out" / "baseline_dense+reranker_test.jsonl").open()
+        json.loads(line) for line in (written / "baseline_dense+reranker_test.jsonl").open()
     ]
     # the depth (10) exceeds first_stage_k (8): the reranker re-orders the dense top 10
     for plain, rerank in zip(dense, reranked, strict=True):
         assert len(plain["ranking"]) == len(rerank["ranking"]) == 10
         assert set(rerank["ranking"]) == set(plain["ranking"])
     assert any(p["ranking"] != r["ranking"] for p, r in zip(dense, reranked, strict=True))
+
+
+def csaid_config(tmp_path: Path, dense_model: str) -> Path:
+    """A CSAID config on two written queries, its dense model `dense_model`."""
+    from tests.envs.test_csaid_data import QUERIES
+
+    queries = tmp_path / "queries.json"
+    queries.write_text(json.dumps(QUERIES, ensure_ascii=False), encoding="utf-8")
+    config = tmp_path / "csaid.yaml"
+    config.write_text(
+        f"env:\n  statute:\n    dataset: csaid\n    language: zh\n    queries_path: {queries}\n"
+        f"    retrieval:\n      first_stage: dense\n      dense_model: {dense_model}\n"
+        f"eval:\n  policy: false\n  baselines: [dense]\nrun:\n  output_dir: {tmp_path / 'out'}\n"
+    )
+    return config
+
+
+def test_stats_load_no_retrieval_model(tmp_path):
+    config = csaid_config(tmp_path, "no-such-org/no-such-embedder")
+    result = run_lexrl("envs", "statute", "--stats", "--config", str(config))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["test"]["queries"] == 2
+
+
+def test_a_model_neither_local_nor_on_the_hub_fails_in_one_line(tmp_path):
+    config = csaid_config(tmp_path, "no-such-org/no-such-embedder")
+    result = run_lexrl("eval", str(config))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("model error: `env.statute.retrieval.dense_model`: ")
+    for way_out in (
+        "'no-such-org/no-such-embedder'",
+        "local folder",
+        "lexrl index",
+        "HF_HUB_OFFLINE",
+    ):
+        assert way_out in last
+
+    result = run_lexrl(
+        "eval",
+        str(config),
+        "--eval.policy",
+        "true",
+        "--model.name_or_path",
+        "no-such-org/no-such-llm",
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "model error: `model.name_or_path`: 'no-such-org/no-such-llm' is not a local folder"
+        )
+    )
+
+
+def test_a_mistyped_option_is_one_line(tmp_path):
+    result = run_lexrl("train", "configs/demo_cpu.yaml", "--grpo.nume_generations", "3")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "config error: unknown option --grpo.nume_generations; did you mean --grpo.num_generations?"
+    )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -40,6 +42,30 @@ def summarize(groups: list[Group]) -> dict[str, float]:
 def eval_tasks(env: Env, config: Config) -> list[Task]:
     """The tasks of `eval.split`, the first `eval.max_tasks` of them when set."""
     return env.tasks(config.eval.split)[: config.eval.max_tasks]
+
+
+def evaluation_dir(config: Config, checkpoint: str | None) -> Path:
+    """`<run.output_dir>/eval/<name>`: one folder per evaluation, so evaluations with different
+    settings never overwrite each other. The name reads `<checkpoint>_<split>[_first<N>]
+    [_rerank-<model>][_baselines]_<hash>`, the hash covering the checkpoint's path and every
+    setting that changes the numbers (model, LoRA, rollout, env, eval)."""
+    system = Path(checkpoint).name if checkpoint else "base"
+    parts = [system, config.eval.split]
+    if config.eval.max_tasks is not None:
+        parts.append(f"first{config.eval.max_tasks}")
+    if config.eval.final_reranker.model:
+        parts.append("rerank-" + re.sub(r"[^\w.-]+", "-", config.eval.final_reranker.model))
+    if not config.eval.policy:
+        parts.append("baselines")
+    settings = {
+        "checkpoint": str(Path(checkpoint).resolve()) if checkpoint else None,
+        **{
+            name: asdict(getattr(config, name))
+            for name in ("model", "lora", "rollout", "env", "eval")
+        },
+    }
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+    return Path(config.run.output_dir) / "eval" / "_".join([*parts, digest])
 
 
 def rollout_split(

@@ -6,9 +6,11 @@ counts a miss as rank K + 1, papers.md sec. 1). Queries with no retrieved docume
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
+from numba.core.errors import NumbaTypeSafetyWarning
 from ranx import Qrels, Run, evaluate
 
 METRICS = ("recall", "mrr", "ndcg", "hit_rate")
@@ -38,7 +40,11 @@ def per_query_metrics(
         return {name: dict.fromkeys(queries, 0.0) for name in names}
     qrels = Qrels({q: {str(d): 1 for d in gold[q]} for q in queries})
     run = Run(retrieved)
-    evaluate(qrels, run, list(names), make_comparable=True)
+    with warnings.catch_warnings():
+        # ranx's metrics index with a uint64 loop counter and numba warns about the cast while
+        # compiling them (the first evaluation after an install): harmless, and console noise.
+        warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
+        evaluate(qrels, run, list(names), make_comparable=True)
     return {name: {q: float(run.scores[name].get(q, 0.0)) for q in queries} for name in names}
 
 

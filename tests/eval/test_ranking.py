@@ -1,5 +1,8 @@
 import math
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -44,3 +47,19 @@ def test_hand_example():
 def test_nothing_retrieved_scores_zero_for_every_query():
     per_query = per_query_metrics({"a": [], "b": []}, {"a": [1], "b": [2, 3]}, ["recall@14"])
     assert per_query == {"recall@14": {"a": 0.0, "b": 0.0}}
+
+
+def test_ranx_compiling_its_metrics_prints_no_numba_warning(tmp_path):
+    # numba warns only while compiling, so compile afresh in an empty cache.
+    script = (
+        "from lexrl.eval.ranking import ranking_metrics\n"
+        "print(ranking_metrics({'q': [1, 2]}, {'q': [2], 'r': [3]}, ks=[10]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "recall@10" in result.stdout
+    assert "NumbaTypeSafetyWarning" not in result.stderr
