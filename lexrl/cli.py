@@ -197,18 +197,19 @@ def _run(argv: list[str] | None) -> None:
     elif args.command == "serve":
         import torch
         from accelerate import Accelerator
+        from transformers import AutoConfig
 
         from lexrl.envs import make_env
+        from lexrl.hub import loading
         from lexrl.rollout.serve import serve
         from lexrl.train.trainer import resolve_base
 
         accelerator = Accelerator(cpu=not torch.cuda.is_available())
-        serve(
-            config,
-            str(resolve_base(config, make_env(config.env), accelerator)),
-            args.host,
-            args.port,
-        )
+        base_path = str(resolve_base(config, make_env(config.env), accelerator))
+        # vLLM would fail on a missing model only after its slow start, in a long traceback.
+        with loading("model.name_or_path", base_path):
+            AutoConfig.from_pretrained(base_path)
+        serve(config, base_path, args.host, args.port)
     elif args.command == "rollout":
         import torch
 

@@ -21,12 +21,16 @@ def offline() -> bool:
 
 
 def unavailable_message(key: str, name: str, reason: str) -> str:
-    where = "not in the local Hugging Face cache (HF_HUB_OFFLINE is set)" if offline() else reason
+    why = "HF_HUB_OFFLINE is set and it is not in the local cache" if offline() else reason
+    hint = (
+        "; `lexrl index` then encodes the corpus once, ahead of the runs"
+        if "retrieval" in key
+        else ""
+    )
     return (
-        f"`{key}`: {name!r} is not a local folder and the Hub cannot provide it ({where}); "
-        f"pass a local folder, or fetch it once where the Hub is reachable "
-        f"(`huggingface-cli download {name}`, then HF_HUB_OFFLINE=1 uses the cache); "
-        "for dense retrieval `lexrl index` encodes the corpus ahead of a run"
+        f"`{key}`: {name!r} is not a local folder and the Hub cannot provide it ({why}); "
+        "pass a local folder, or fetch it once where the Hub is reachable "
+        f"(`huggingface-cli download {name}`; HF_HUB_OFFLINE=1 then loads it from the cache){hint}"
     )
 
 
