@@ -4,12 +4,22 @@ A backend takes prompt token ids and sampling settings and returns completion id
 sampler's per-token log-probs, tagged with the adapter version that produced them. The `hf`
 backend gathers the requests that concurrent episodes make into one left-padded batch per
 sampling setting, so K x G episodes cost a handful of `generate` calls rather than one each.
+
+Which requests share a batch, and in which rows, decides the random draws each one gets (the
+sampler draws for the whole padded batch) and the padding, so a run repeats only if its batches
+do. With `deterministic` a batch is cut once every running episode (`RunningEpisodes`, kept by
+the engine) waits for a model, and its rows are ordered by episode and call, neither of which
+depends on how long anything took.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -62,20 +72,104 @@ class Backend(Protocol):
         ...
 
 
+class RunningEpisodes:
+    """The episodes a rollout is running and how many of them wait for a model call: the
+    deterministic batcher's cue that no request can come before some are answered."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.waiting = 0
+        self.all_waiting = asyncio.Event()
+        """Set while every running episode has a model call unanswered."""
+
+    @contextmanager
+    def track(self, key: int) -> Iterator[None]:
+        """Count the current task, and the tasks it starts, as one running episode; `key` orders
+        its requests within a batch (the engine's episode index)."""
+        episode = _Episode(self, key)
+        token = _current_episode.set(episode)
+        self._count(running=1)
+        try:
+            yield
+        finally:
+            _current_episode.reset(token)
+            waiting = episode.calls > 0
+            episode.episodes = None
+            self._count(running=-1, waiting=-1 if waiting else 0)
+
+    def _count(self, running: int = 0, waiting: int = 0) -> None:
+        self.running += running
+        self.waiting += waiting
+        # >= rather than ==: a miscount must never stall the batcher.
+        if self.waiting >= self.running:
+            self.all_waiting.set()
+        else:
+            self.all_waiting.clear()
+
+
+@dataclass
+class _Episode:
+    episodes: RunningEpisodes | None
+    """None once the episode has ended (a call it left behind no longer counts)."""
+    key: int
+    calls: int = 0
+    """Model calls sent and not yet answered (an episode may make several at once)."""
+    calls_made: int = 0
+
+    def call(self) -> tuple[int, int]:
+        """Count a new call; returns its place in a batch."""
+        self.calls += 1
+        self.calls_made += 1
+        if self.calls == 1 and self.episodes is not None:
+            self.episodes._count(waiting=1)
+        return self.key, self.calls_made
+
+    def answered(self) -> None:
+        self.calls -= 1
+        if self.calls == 0 and self.episodes is not None:
+            self.episodes._count(waiting=-1)
+
+
+# A context variable rather than an argument: envs call the backend through `Policy`, and each
+# episode's task (and any task it starts) sees its own value.
+_current_episode: ContextVar[_Episode | None] = ContextVar("lexrl_episode", default=None)
+
+
 @dataclass
 class _Request:
     prompt_ids: list[int]
     sampling: Sampling
     future: asyncio.Future
+    episode: _Episode | None = None
+    order: tuple[float, int] = (math.inf, 0)
+    """(episode key, call number); requests from outside an episode go last, as they came."""
+
+    def resolve(self, result: Completion | None, error: Exception | None = None) -> None:
+        if self.episode is not None:
+            self.episode.answered()
+        if self.future.done():
+            return
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(result)
 
 
 class MicroBatchedBackend:
     """Gathers the requests of concurrent episodes into batches for `generate_batch`, one batch
-    per sampling setting, at most `max_batch_size` prompts each."""
+    per sampling setting, at most `max_batch_size` prompts each.
 
-    def __init__(self, max_batch_size: int = 64, batch_wait_ms: float = 2.0):
+    A batch is cut once every episode running under the engine waits for a model
+    (`deterministic`), or `batch_wait_ms` after its first request; requests made outside the
+    engine's episodes always get the wait.
+    """
+
+    def __init__(
+        self, max_batch_size: int = 64, batch_wait_ms: float = 2.0, deterministic: bool = True
+    ):
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_ms / 1000
+        self.deterministic = deterministic
         self.adapter_version = 0
         self.batches_run = 0
         self._queue: asyncio.Queue[_Request] | None = None
@@ -96,17 +190,28 @@ class MicroBatchedBackend:
             self._queue = asyncio.Queue()
             self._worker = loop.create_task(self._serve())
         future = loop.create_future()
-        await self._queue.put(_Request(list(prompt_ids), sampling, future))
+        request = _Request(list(prompt_ids), sampling, future, _current_episode.get())
+        if request.episode is not None:
+            request.order = request.episode.call()
+        await self._queue.put(request)
         return await future
 
     async def _serve(self) -> None:
         assert self._queue is not None
         while True:
             requests = [await self._queue.get()]
-            # Let every episode that is ready to call the model enqueue before the batch is cut.
-            await asyncio.sleep(self.batch_wait_s)
+            first = requests[0].episode
+            episodes = first.episodes if first is not None else None
+            if self.deterministic and episodes is not None:
+                await episodes.all_waiting.wait()
+            else:
+                # Let every episode that is ready to call the model enqueue before the cut.
+                await asyncio.sleep(self.batch_wait_s)
             while not self._queue.empty():
                 requests.append(self._queue.get_nowait())
+            if self.deterministic:
+                # Arrival order can depend on timing (an episode that awaited a slow tool).
+                requests.sort(key=lambda request: request.order)
             by_sampling: dict[Sampling, list[_Request]] = defaultdict(list)
             for request in requests:
                 by_sampling[request.sampling].append(request)
@@ -118,12 +223,10 @@ class MicroBatchedBackend:
                         results = self.generate_batch([r.prompt_ids for r in chunk], sampling)
                     except Exception as error:  # noqa: BLE001 - the caller gets the error
                         for request in chunk:
-                            if not request.future.done():
-                                request.future.set_exception(error)
+                            request.resolve(None, error)
                         continue
                     for request, result in zip(chunk, results, strict=True):
-                        if not request.future.done():
-                            request.future.set_result(result)
+                        request.resolve(result)
 
 
 class HFBackend(MicroBatchedBackend):
@@ -138,8 +241,9 @@ class HFBackend(MicroBatchedBackend):
         tokenizer: PreTrainedTokenizerBase,
         max_batch_size: int = 64,
         batch_wait_ms: float = 2.0,
+        deterministic: bool = True,
     ):
-        super().__init__(max_batch_size, batch_wait_ms)
+        super().__init__(max_batch_size, batch_wait_ms, deterministic)
         self.model = model
         self.tokenizer = tokenizer
 

@@ -1,4 +1,8 @@
-"""Run K episodes for each of G tasks concurrently and return Groups, with a progress bar."""
+"""Run K episodes for each of G tasks concurrently and return Groups, with a progress bar.
+
+Each episode runs inside `RunningEpisodes.track`, so a deterministic backend knows when every
+running episode waits for it and cuts its batch then.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from collections.abc import Callable, Sequence
 from tqdm.auto import tqdm
 
 from lexrl.envs.base import Env
+from lexrl.rollout.backend import RunningEpisodes
 from lexrl.rollout.policy import Policy
 from lexrl.types import Group, Task, Trajectory
 
@@ -24,18 +29,24 @@ async def run_groups_async(
     description: str = "rollout",
 ) -> list[Group]:
     limit = asyncio.Semaphore(max_concurrent)
+    running = RunningEpisodes()
     bar = tqdm(
         total=len(tasks) * num_generations, desc=description, disable=not progress, leave=False
     )
 
-    async def episode(task: Task) -> Trajectory:
+    async def episode(task: Task, index: int) -> Trajectory:
         async with limit:
-            trajectory = await env.run_episode(task, make_policy(task))
+            with running.track(index):
+                trajectory = await env.run_episode(task, make_policy(task))
         bar.update(1)
         return trajectory
 
     # Episodes are created task-major so that a fixed seed gives the same batches every run.
-    jobs = [episode(task) for task in tasks for _ in range(num_generations)]
+    jobs = [
+        episode(task, t * num_generations + k)
+        for t, task in enumerate(tasks)
+        for k in range(num_generations)
+    ]
     try:
         trajectories = await asyncio.gather(*jobs)
     finally:

@@ -27,4 +27,6 @@ def make_backend(
         from lexrl.rollout.vllm_engine import VLLMEngineBackend
 
         return VLLMEngineBackend(base_path, config)
-    return HFBackend(policy, tokenizer, rollout.max_batch_size, rollout.batch_wait_ms)
+    return HFBackend(
+        policy, tokenizer, rollout.max_batch_size, rollout.batch_wait_ms, rollout.deterministic
+    )

@@ -33,11 +33,11 @@ class VLLMEngineBackend(MicroBatchedBackend):
 
         from vllm import LLM
 
-        super().__init__(config.rollout.max_batch_size, config.rollout.batch_wait_ms)
+        rollout = config.rollout
+        super().__init__(rollout.max_batch_size, rollout.batch_wait_ms, rollout.deterministic)
         self.on_gpu = torch.cuda.is_available()
         if not self.on_gpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        rollout = config.rollout
         self.llm = LLM(
             model=str(base_path),
             dtype=config.model.dtype,

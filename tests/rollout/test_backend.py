@@ -1,8 +1,15 @@
 import asyncio
 
+import pytest
 import torch
 
-from lexrl.rollout.backend import HFBackend, Sampling
+from lexrl.rollout.backend import (
+    Completion,
+    HFBackend,
+    MicroBatchedBackend,
+    RunningEpisodes,
+    Sampling,
+)
 from lexrl.rollout.policy import Policy, render_prompt
 from lexrl.train.advantages import Row
 from lexrl.train.learner import completion_logprobs, pack_rows
@@ -79,3 +86,82 @@ def test_policy_records_turns_with_adapter_version(tiny_model):
     assert turn.role == "planner" and turn.adapter_version == 7 and turn.temperature == 0.6
     assert turn.text == text
     assert tokenizer.decode(turn.prompt_ids).endswith("<|im_start|>assistant\n")
+
+
+class _Recorder(MicroBatchedBackend):
+    """Answers every prompt with itself and records the prompts of each batch."""
+
+    def __init__(self, deterministic: bool):
+        super().__init__(batch_wait_ms=2.0, deterministic=deterministic)
+        self.batches: list[list[list[int]]] = []
+
+    def generate_batch(self, prompts, sampling):
+        self.batches.append(prompts)
+        return [Completion(list(p), [0.0] * len(p), 0) for p in prompts]
+
+
+def _episodes(backend, workload, episodes=None):
+    """Six episodes of three model calls each; `workload(i, call)` runs between calls, the way an
+    env parses and retrieves between its agents' turns."""
+    episodes = episodes or RunningEpisodes()
+
+    async def episode(i):
+        with episodes.track(i):
+            for call in range(3):
+                await workload(i, call)
+                await backend.generate([i, call], Sampling(1.0, 4))
+
+    async def main():
+        await asyncio.gather(*(episode(i) for i in range(6)))
+
+    asyncio.run(main())
+    return backend.batches
+
+
+async def _slow_tool(i, call):
+    # Two episodes in three wait on something other than the model (a judge, a remote index)
+    # for longer than the 2 ms window; the others go straight to their next call.
+    await asyncio.sleep(0.005 * (i % 3))
+
+
+def test_deterministic_batches_wait_for_every_running_episode():
+    batches = _episodes(_Recorder(deterministic=True), _slow_tool)
+    assert batches == [[[i, call] for i in range(6)] for call in range(3)]
+
+
+def test_timed_window_cuts_batches_by_timing():
+    """What `deterministic` prevents: episodes that miss the window land in other batches, so the
+    batches (and the sampler's random draws) depend on how long things took."""
+    assert len(_episodes(_Recorder(deterministic=False), _slow_tool)) > 3
+
+
+def test_deterministic_batcher_with_concurrent_calls_in_one_episode():
+    backend = _Recorder(deterministic=True)
+    episodes = RunningEpisodes()
+
+    async def episode(i):
+        with episodes.track(i):
+            await asyncio.gather(*(backend.generate([i, j], Sampling()) for j in range(2)))
+            await asyncio.sleep(0.005 * (i % 2))
+            await backend.generate([i, 2], Sampling())
+
+    async def main():
+        await asyncio.gather(*(episode(i) for i in range(4)))
+
+    asyncio.run(main())
+    assert backend.batches == [
+        [[i, j] for i in range(4) for j in range(2)],
+        [[i, 2] for i in range(4)],
+    ]
+    assert episodes.running == episodes.waiting == 0
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_requests_outside_episodes_are_batched_by_the_window(deterministic):
+    backend = _Recorder(deterministic)
+
+    async def main():
+        await asyncio.gather(*(backend.generate([i], Sampling()) for i in range(5)))
+
+    asyncio.run(main())
+    assert backend.batches == [[[i] for i in range(5)]]
