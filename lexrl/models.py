@@ -3,13 +3,16 @@
 `load_base(config.model, corpus_text)` returns any Hugging Face causal LM and its tokenizer, or,
 for `name_or_path: tiny`, a random-weight Qwen3-architecture model with a byte-level BPE tokenizer
 trained on the env's own text. The tiny model is cached on disk under a key that hashes its
-settings and the training text, and rebuilding it from the same seed gives the same weights and
-vocabulary, so tests and the CPU demo never touch a model hub.
+settings, the training text and the code that builds it (`code_version`), and rebuilding it
+from the same seed gives the same weights and vocabulary, so tests and the CPU demo never touch
+a model hub.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import inspect
 import json
 import os
 import shutil
@@ -44,6 +47,21 @@ CHAT_TEMPLATE = (
 )
 
 
+LIBRARIES = ("torch", "transformers", "tokenizers", "peft", "safetensors")
+
+
+def code_version(*code: object, libraries: tuple[str, ...] = LIBRARIES) -> str:
+    """Hash of the source of `code` (functions, classes, modules) and the installed versions of
+    `libraries`: the part of a cache key that changes when the code building the content does
+    (a cache keyed by settings alone hands an updated checkout what older code built)."""
+    digest = hashlib.sha256()
+    for item in code:
+        digest.update(inspect.getsource(item).encode())
+    for library in libraries:
+        digest.update(f"{library}=={importlib.metadata.version(library)}\n".encode())
+    return digest.hexdigest()
+
+
 def _tiny_key(config: ModelConfig, corpus_text: list[str]) -> str:
     digest = hashlib.sha256()
     settings = (
@@ -51,6 +69,9 @@ def _tiny_key(config: ModelConfig, corpus_text: list[str]) -> str:
         config.tiny_hidden_size,
         config.tiny_vocab_size,
         config.tiny_seed,
+        SPECIAL_TOKENS,
+        CHAT_TEMPLATE,
+        code_version(train_tokenizer, build_tiny_model),
     )
     digest.update(json.dumps(settings).encode())
     for text in corpus_text:

@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 from transformers import Qwen3Config, Qwen3ForSequenceClassification, Qwen3Model
 
-from lexrl.models import replace_dir, train_tokenizer
+from lexrl.models import LIBRARIES, code_version, replace_dir, train_tokenizer
 
 Kind = Literal["embedder", "reranker"]
 
@@ -22,8 +22,15 @@ Kind = Literal["embedder", "reranker"]
 def tiny_retrieval_model(
     kind: Kind, texts: list[str], cache_dir: str | Path, seed: int = 0, hidden_size: int = 64
 ) -> Path:
-    """Folder of a tiny `kind` model whose tokenizer is trained on `texts`; built once, cached."""
-    digest = hashlib.sha256(f"{kind}:{seed}:{hidden_size}".encode())
+    """Folder of a tiny `kind` model whose tokenizer is trained on `texts`; built once, cached
+    under a key of the settings, the texts and the code that builds it."""
+    version = code_version(
+        tiny_retrieval_model,
+        _write_sentence_transformer_modules,
+        train_tokenizer,
+        libraries=(*LIBRARIES, "sentence-transformers"),
+    )
+    digest = hashlib.sha256(f"{kind}:{seed}:{hidden_size}:{version}".encode())
     for text in texts:
         digest.update(text.encode() + b"\0")
     path = Path(cache_dir) / f"tiny-{kind}-{digest.hexdigest()[:16]}"

@@ -4,7 +4,8 @@ speaks the agents' JSON formats (a random-weight model never produces a valid ac
 The env's own workflow runs with a `ScriptedPolicy` (the teacher answers instead of the model),
 so the SFT examples carry exactly the prompts GRPO will later sample from. Loss: token cross-
 entropy on completions only; all weights train (this builds the demo's *base* model; GRPO then
-trains only a LoRA on top of it). The result is cached under a key of the base and the settings.
+trains only a LoRA on top of it). The result is cached under a key of the base, the settings, the
+SFT tokens and the code that trains and saves it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lexrl.config import WarmstartConfig
 from lexrl.envs.base import Env
-from lexrl.models import replace_dir
+from lexrl.models import code_version, replace_dir
 from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.train.advantages import Row
 from lexrl.train.learner import completion_logprobs, pack_rows
@@ -84,11 +85,17 @@ def supervised_finetune(
     return losses
 
 
-def warmstart_dir(base_dir: Path, config: WarmstartConfig, seed: int, rows: list[Row]) -> Path:
-    """Cache folder keyed by the base, the settings and the exact SFT tokens (so any change to
-    the env's prompts or workflow builds a new warm-start instead of reusing a stale one)."""
+def warmstart_dir(
+    base_dir: Path, config: WarmstartConfig, seed: int, rows: list[Row], dtype: str
+) -> Path:
+    """Cache folder keyed by the base and the dtype it is trained in, the settings, the exact SFT
+    tokens (so any change to the env's prompts or workflow builds a new warm-start instead of
+    reusing a stale one) and the code and libraries that fine-tune and save the model."""
+    version = code_version(
+        supervised_finetune, build_warmstarted_base, pack_rows, completion_logprobs
+    )
     key = hashlib.sha256(
-        json.dumps([base_dir.name, config.__dict__, seed], sort_keys=True).encode()
+        json.dumps([base_dir.name, dtype, config.__dict__, seed, version], sort_keys=True).encode()
     )
     for row in rows:
         key.update(json.dumps([row.prompt_ids, row.completion_ids]).encode())
@@ -105,7 +112,7 @@ def build_warmstarted_base(
     """Fine-tune the model in `base_dir` on scripted episodes and save it beside it (cached)."""
     model, tokenizer = load(base_dir)
     rows = scripted_rows(env, tokenizer, config.num_episodes, seed)
-    target = warmstart_dir(base_dir, config, seed, rows)
+    target = warmstart_dir(base_dir, config, seed, rows, str(model.dtype))
     if (target / "config.json").is_file():
         return target
     torch.manual_seed(seed)
