@@ -4,7 +4,8 @@ baselines, in one report with bootstrap 95% intervals.
 - MAS stage (LegalMALR Table 7): the pool, best first, cut to `mas_k` (14): Recall and Hit.
 - End to end: the pool re-ordered by the final LLM reranker when one is configured (else the pool
   order), scored at every K of `eval.ks` with Recall, MRR, nDCG and Hit (ranx).
-- Baselines on the raw query: BM25, dense, dense + the light reranker.
+- Baselines on the raw query: BM25 (lexrl's and the STARD authors' scorer), dense, dense + the
+  light reranker.
 With several samples a task, a task's value is the mean over its samples; intervals resample tasks.
 """
 
@@ -29,10 +30,11 @@ from lexrl.eval.llm_rerank import Candidate, LLMReranker, RerankResult
 from lexrl.eval.ranking import metric_names, per_query_metrics
 from lexrl.types import Group, Task
 
-BASELINE_RETRIEVERS = {
-    "bm25": ("bm25", False),
-    "dense": ("dense", False),
-    "dense+reranker": ("dense", True),
+BASELINE_RETRIEVERS = {  # name -> first stage, light reranker, BM25 variant
+    "bm25": ("bm25", False, "lucene"),
+    "bm25-stard": ("bm25", False, "stard"),
+    "dense": ("dense", False, None),
+    "dense+reranker": ("dense", True, None),
 }
 
 
@@ -132,8 +134,10 @@ def baseline_report(
     env: StatuteEnv, tasks: Sequence[Task], name: str, config: Config, out_path: Path | None
 ) -> dict[str, dict[str, float]]:
     """Metrics with intervals of one raw-query baseline; writes its per-query rankings."""
-    first_stage, rerank = BASELINE_RETRIEVERS[name]
-    retriever = env.build_retriever(first_stage=first_stage, rerank=rerank)
+    first_stage, rerank, bm25_variant = BASELINE_RETRIEVERS[name]
+    retriever = env.build_retriever(
+        first_stage=first_stage, rerank=rerank, bm25_variant=bm25_variant
+    )
     depth = max(config.eval.ks)
     rankings = {
         task.id: env.search(task.inputs["query"], depth, retriever)

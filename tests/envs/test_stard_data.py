@@ -1,4 +1,5 @@
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,7 @@ def test_stard_with_a_corpus_file_reports_gold_outside_it(tmp_path):
 
 
 @needs_stard
-def test_stard_bm25_baseline_equals_direct_formulas(tmp_path):
+def test_stard_bm25_baselines_equal_direct_formulas(tmp_path):
     from lexrl.config import Config
     from lexrl.eval.statute_report import statute_report
     from tests.eval.test_ranking import direct
@@ -106,13 +107,37 @@ def test_stard_bm25_baseline_equals_direct_formulas(tmp_path):
         dataset="stard", language="zh", queries_path=str(STARD / "queries.json")
     )
     config.eval.policy = False
-    config.eval.baselines = ["bm25"]
+    config.eval.baselines = ["bm25", "bm25-stard"]
     env = StatuteEnv.from_config(config.env.statute)
     tasks = env.tasks("test")
     report = statute_report(env, tasks, config, out_dir=tmp_path)
-    records = [json.loads(line) for line in (tmp_path / "baseline_bm25_test.jsonl").open()]
-    assert len(records) == 309
-    for name in ("recall@10", "mrr@10"):
-        expected = sum(direct(r["ranking"], r["gold"], 10)[name] for r in records) / 309
-        assert report["systems"]["bm25"][name]["mean"] == pytest.approx(expected, abs=1e-9)
-    assert report["systems"]["bm25"]["recall@10"]["mean"] == pytest.approx(0.5687, abs=1e-4)
+    for baseline in config.eval.baselines:
+        records = [
+            json.loads(line) for line in (tmp_path / f"baseline_{baseline}_test.jsonl").open()
+        ]
+        assert len(records) == 309
+        for name in ("recall@10", "mrr@10"):
+            expected = sum(direct(r["ranking"], r["gold"], 10)[name] for r in records) / 309
+            assert report["systems"][baseline][name]["mean"] == pytest.approx(expected, abs=1e-9)
+    # lexrl's loader keys the gold-article corpus by match_id, and STARD's scorer does not undo
+    # that (docs/benchmarks.md); the next test reproduces the authors' own numbers
+    means = {
+        baseline: [
+            report["systems"][baseline][m]["mean"] for m in ("hit_rate@10", "recall@10", "mrr@10")
+        ]
+        for baseline in config.eval.baselines
+    }
+    assert means["bm25"] == pytest.approx([0.6861, 0.5687, 0.4889], abs=1e-4)
+    assert means["bm25-stard"] == pytest.approx([0.6893, 0.5751, 0.4802], abs=1e-4)
+
+
+@needs_stard
+def test_stard_variant_reproduces_the_authors_bm25():
+    """STARD's own src/BM25 loop on these 309 queries and the gold-article corpus keyed by name
+    gives Hit@10 .7314, Recall@10 .6100, MRR@10 .5236."""
+    sys.path.insert(0, str(Path(__file__).parents[2] / "scripts"))
+    from bench_bm25 import STARD as STARD_SETUP
+    from bench_bm25 import stard_metrics
+
+    metrics = stard_metrics(STARD, STARD_SETUP)
+    assert list(metrics.values()) == pytest.approx([0.7314, 0.6100, 0.5236], abs=0.002)
