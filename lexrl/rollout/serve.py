@@ -3,18 +3,23 @@ the `vllm-server` backend (LoRA hot-loading on, sampler log-probs after temperat
 
 The base is what the trainer's LoRA sits on: the configured model, or for `tiny` the built-in
 model (warm-started when the config says so); `lexrl serve` resolves it (building it first if it
-is not cached yet) and hands the folder to `serve`. The
-server runs in the foreground until interrupted; `--wait-only` style use is left to scripts that
-poll `/health` (scripts/serve_vllm.sh).
+is not cached yet) and hands the folder to `serve`. The server runs in the foreground until
+SIGINT, SIGTERM or SIGHUP (schedulers, `docker stop` and systemd send SIGTERM), which stop it
+with all its processes; `lexrl serve` then exits 0. If `lexrl serve` is killed with -9, the
+kernel still stops the server (Linux). `--wait-only` style use is left to scripts that poll
+`/health` (scripts/serve_vllm.sh).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -22,6 +27,8 @@ import httpx
 from lexrl.config import Config
 
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def max_lora_rank(rank: int) -> int:
@@ -96,15 +103,39 @@ def wait_until_healthy(
 
 def serve(config: Config, base_path: str, host: str, port: int, timeout_s: float = 900) -> None:
     """Run vLLM's server for `base_path` (the trainer's base, resolved by the caller) until
-    interrupted."""
+    SIGINT, SIGTERM or SIGHUP; then stop it and every process it started, and return. Exits with
+    the server's status if the server ends by itself.
+
+    Call it from the main thread: the handlers of those signals live there (restored on return).
+    """
     import torch
 
     cpu = not torch.cuda.is_available()
     argv, env = vllm_server_command(config, base_path, host, port, cpu)
-    print("starting:", " ".join(argv), flush=True)
-    process = subprocess.Popen(argv, env=env)
-    url = f"http://{host}:{port}"
+    stopping = False
+
+    def request_stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        # A second signal must not cut the stop short: that would orphan the server.
+        if not stopping:
+            stopping = True
+            raise _Stop(signum)
+
+    # A signal ignored on entry (nohup's SIGHUP) stays ignored.
+    previous = {
+        number: signal.signal(number, request_stop)
+        for number in STOP_SIGNALS
+        if signal.getsignal(number) is not signal.SIG_IGN
+    }
+    process = None
     try:
+        print("starting:", " ".join(argv), flush=True)
+        # Its own process group, so that the stop reaches vLLM's engine processes even when the
+        # server is gone; a terminal's Ctrl-C then reaches only us, and we pass it on.
+        process = subprocess.Popen(
+            argv, env=env, start_new_session=True, preexec_fn=_die_with_parent()
+        )
+        url = f"http://{host}:{port}"
         seconds = wait_until_healthy(url, process, timeout_s)
         print(
             f"ready: {url} serves {config.rollout.vllm_served_model!r} = {base_path} "
@@ -112,14 +143,55 @@ def serve(config: Config, base_path: str, host: str, port: int, timeout_s: float
             flush=True,
         )
         process.wait()
-    except KeyboardInterrupt:
-        pass
+    except _Stop as stop:
+        print(f"{signal.Signals(stop.args[0]).name}: stopping the vLLM server", flush=True)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-    if process.returncode not in (0, -signal.SIGINT, None):
-        raise SystemExit(process.returncode)
+        stopped = stopping
+        stopping = True
+        if process is not None:
+            _stop_process_group(process)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if not stopped and process.returncode != 0:
+        # A server killed by signal N exits as a shell reports it, 128 + N.
+        raise SystemExit(process.returncode if process.returncode > 0 else 128 - process.returncode)
+
+
+class _Stop(BaseException):
+    """Raised by a stop signal's handler wherever `serve` waits; a BaseException, like
+    KeyboardInterrupt, so that no `except Exception` on the way swallows it."""
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the kernel send the child SIGTERM when this process dies, even by
+    SIGKILL (which runs no cleanup of ours); vLLM's server stops its engine processes on SIGTERM.
+    Linux only: elsewhere None, and the server outlives a `lexrl serve` killed with -9.
+
+    The signal comes when the thread that started the child ends, so start it from the main
+    thread."""
+    if sys.platform != "linux":
+        return None
+    # Loaded before the fork: between fork and exec the child should do no more than syscalls.
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+
+    def set_death_signal() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        # If the parent died before prctl, no signal will come.
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return set_death_signal
+
+
+def _stop_process_group(process: subprocess.Popen, grace_s: float = 30) -> None:
+    """SIGTERM to the server, which stops its engine processes and exits; SIGKILL to its whole
+    process group if it is still up after `grace_s`, and to whatever of the group is left after
+    it exits (its engine processes, if it crashed)."""
+    if process.poll() is None:
+        process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

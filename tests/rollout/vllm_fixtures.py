@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.e2e import lexrl_command, write_config
@@ -33,7 +36,8 @@ def vllm_config(path: Path, cache: str, out: Path, backend: str, port: int, step
     return path
 
 
-def start_server(config: Path, port: int, log: Path, timeout_s: float = 900):
+def start_server(config: Path, port: int, log: Path, timeout_s: float = 900) -> subprocess.Popen:
+    """`lexrl serve CONFIG` on `port`, once it says the server is ready."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     with log.open("w") as sink:
         process = subprocess.Popen(
@@ -49,16 +53,34 @@ def start_server(config: Path, port: int, log: Path, timeout_s: float = 900):
         if process.poll() is not None:
             pytest.fail(f"lexrl serve exited:\n{log.read_text(errors='replace')[-4000:]}")
         time.sleep(2)
-    process.terminate()
+    stop_server(process)
     pytest.fail(f"lexrl serve not ready after {timeout_s} s")
 
 
-def stop_server(process: subprocess.Popen) -> None:
+def server_tree(process: subprocess.Popen) -> list[psutil.Process]:
+    """The processes `lexrl serve` started: vLLM's server and its engine processes."""
+    return psutil.Process(process.pid).children(recursive=True)
+
+
+def kill_all(processes: Iterable[psutil.Process]) -> None:
+    for process in processes:
+        # psutil checks the start time too, so a reused pid is left alone.
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+
+
+def stop_server(process: subprocess.Popen, timeout_s: float = 60) -> None:
+    """SIGTERM to `lexrl serve`, as schedulers stop it; SIGKILL to whatever it started that is
+    still up after `timeout_s`, so that no test leaves a vLLM server holding the port (on a GPU
+    machine, the GPU) even if the stop is broken (test_serve.py checks that it is not)."""
+    tree = server_tree(process) if process.poll() is None else []
     process.terminate()
-    try:
-        process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        process.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=timeout_s)
+    process.kill()
+    process.wait()
+    _, alive = psutil.wait_procs(tree, timeout=1)
+    kill_all(alive)
 
 
 def planner_prompts(env, tokenizer, count: int = 4) -> list[list[int]]:

@@ -1,0 +1,65 @@
+"""`lexrl serve` takes its vLLM server, engine processes included, down with it: when stopped
+with SIGTERM (schedulers, `docker stop`, systemd, and these tests) and when killed with -9."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import psutil
+import pytest
+
+from tests.rollout.vllm_fixtures import (
+    VLLM_MISSING,
+    free_port,
+    kill_all,
+    server_tree,
+    start_server,
+    vllm_config,
+)
+
+pytest.importorskip("vllm", reason=VLLM_MISSING)
+pytestmark = pytest.mark.slow
+
+# vLLM's own shutdown takes a few seconds; `lexrl serve` gives it 30 before SIGKILL.
+EXIT_S = 60
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory, model_cache):
+    folder = tmp_path_factory.mktemp("serve")
+    path = vllm_config(folder / "config.yaml", model_cache, folder / "run", "vllm-server", 0)
+    # Any base will do; a warm-started one costs minutes to build.
+    text = path.read_text().replace("warmstart:\n  enabled: true", "warmstart:\n  enabled: false")
+    path.write_text(text)
+    return path
+
+
+def _stop_and_check(config, log, stop: signal.Signals) -> int:
+    """Start `lexrl serve`, send it `stop` once ready, and return its exit status once it and
+    every process it started are gone."""
+    serve = start_server(config, free_port(), log)
+    tree = server_tree(serve)
+    try:
+        names = [" ".join(p.cmdline()) for p in tree]
+        assert any("vllm.entrypoints.openai.api_server" in n for n in names), names
+        assert len(tree) > 1, f"no engine process under the server: {names}"
+        serve.send_signal(stop)
+        status = serve.wait(timeout=EXIT_S)
+        _, alive = psutil.wait_procs(tree, timeout=EXIT_S)
+        assert not alive, f"outlived `lexrl serve` ({stop.name}): {alive}"
+        return status
+    finally:
+        serve.kill()
+        serve.wait()
+        kill_all(tree)
+
+
+def test_sigterm_stops_the_server_and_its_engine(config, tmp_path):
+    status = _stop_and_check(config, tmp_path / "serve.log", signal.SIGTERM)
+    assert status == 0, (tmp_path / "serve.log").read_text(errors="replace")[-4000:]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux only")
+def test_the_server_dies_with_a_killed_lexrl_serve(config, tmp_path):
+    assert _stop_and_check(config, tmp_path / "serve.log", signal.SIGKILL) == -signal.SIGKILL
