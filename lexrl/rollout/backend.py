@@ -203,7 +203,9 @@ class MicroBatchedBackend:
             first = requests[0].episode
             episodes = first.episodes if first is not None else None
             if self.deterministic and episodes is not None:
-                await episodes.all_waiting.wait()
+                # Woken, an episode may have started since (one freed a concurrency slot).
+                while not episodes.all_waiting.is_set():
+                    await episodes.all_waiting.wait()
             else:
                 # Let every episode that is ready to call the model enqueue before the cut.
                 await asyncio.sleep(self.batch_wait_s)

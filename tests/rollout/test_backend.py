@@ -10,9 +10,11 @@ from lexrl.rollout.backend import (
     RunningEpisodes,
     Sampling,
 )
+from lexrl.rollout.engine import run_groups
 from lexrl.rollout.policy import Policy, render_prompt
 from lexrl.train.advantages import Row
 from lexrl.train.learner import completion_logprobs, pack_rows
+from lexrl.types import Task, Trajectory
 
 
 def _prompts(tokenizer, n):
@@ -165,3 +167,32 @@ def test_requests_outside_episodes_are_batched_by_the_window(deterministic):
 
     asyncio.run(main())
     assert backend.batches == [[[i] for i in range(5)]]
+
+
+class _ToolEnv:
+    """Episodes of three model calls with a tool call of uneven latency between them."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    async def run_episode(self, task, policy):
+        index = int(task.id)
+        for call in range(3):
+            await asyncio.sleep(0.003 * ((index + call) % 3))
+            await self.backend.generate([index, call], Sampling())
+        return Trajectory(task_id=task.id)
+
+
+def test_engine_with_a_concurrency_limit_batches_the_same_every_run():
+    """Fewer slots than episodes: an episode starts only when another ends, and the batches are
+    still the same in every run (and the batcher never waits for an episode that has no slot)."""
+    runs = []
+    for _ in range(2):
+        backend = _Recorder(deterministic=True)
+        tasks = [Task(id=str(i), inputs={}, gold=[]) for i in range(7)]
+        run_groups(_ToolEnv(backend), tasks, 1, lambda task: None, max_concurrent=3, progress=False)
+        runs.append(backend.batches)
+    assert runs[0] == runs[1]
+    assert sorted(r for batch in runs[0] for r in batch) == [
+        [i, c] for i in range(7) for c in range(3)
+    ]
