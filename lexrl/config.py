@@ -86,14 +86,17 @@ class RolloutConfig:
     max_batch_size: int = 64
     """Largest padded batch the micro-batcher sends to the model at once."""
     batch_wait_ms: float = 2.0
-    """How long the micro-batcher waits for more concurrent requests before generating."""
+    """How long the micro-batcher waits for more concurrent requests before generating, with
+    `deterministic: false` (or for requests made outside the engine's episodes)."""
     max_concurrent_episodes: int = 256
     """Episodes run concurrently by the engine (each awaits its own LLM calls)."""
     deterministic: bool = True
     """`hf` and `vllm-engine`: cut a batch only once every running episode is waiting for the
-    model, so batch composition (and with it the sampler's random draws and the padding) never
-    depends on timing; a seeded run then repeats bit for bit. False cuts a batch after
-    `batch_wait_ms`, which is faster when episodes also wait on slow tools (a remote judge)."""
+    model and order its rows by episode and call, so batch composition (and with it the
+    sampler's random draws and the padding) never depends on timing; a seeded run then repeats
+    bit for bit on the same CPU and library versions. False cuts a batch `batch_wait_ms` after
+    its first request, which is faster when episodes also wait on slow tools (a remote judge).
+    Requests made outside the engine's episodes always get the wait."""
     overlap: bool = False
     """`vllm-server` only: sample the next step's episodes while this step updates. They come
     from the adapter one version behind (staleness <= 1; importance sampling corrects it), and

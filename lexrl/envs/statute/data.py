@@ -7,7 +7,11 @@ name: text}, `match_id` [corpus ids], `match_name`), a split file `{"train": [qu
 [...]}` (the 1,234/309 split later work uses; it ships as `stard_split.json` beside this module,
 from the LeCoQA release, MIT, Copyright (c) 2024 THUIR), and `corpus.jsonl` (`{"id", "name", "content"}` a
 line, 55,348 articles). Without a corpus file the union of the gold articles named in the queries
-file is the corpus; `StardData.corpus_source` says which, so every report can say so.
+file is the corpus; `StardData.corpus_source` says which, so every report can say so. That corpus
+is keyed by article name (ids number the names in order of first appearance), as STARD's own
+evaluation is: `match_id` cannot be paired with `match_name` by position, since the release lists
+ids in ascending order and names in the order of `相关法规` (the pairs cross in at least 195
+multi-article queries, and 113 articles would sit under another article's id).
 `cn_stopwords.txt` beside this module is STARD's BM25 stopword list (MIT, Copyright (c) 2024 THUIR).
 
 CSAID (118 test queries; papers.md sec. 1): a JSON dict keyed by query id of `{"query", "label":
@@ -68,7 +72,7 @@ def load_stard(
     if not isinstance(records, list):
         raise DatasetError(f"{queries_path}: expected a JSON list of queries")
     by_id: dict[int, dict] = {}
-    gold_articles: dict[int, dict] = {}
+    gold_articles: dict[str, dict] = {}
     for position, record in enumerate(records):
         missing = [
             k for k in ("query_id", "问题", "match_id", "match_name", "相关法规") if k not in record
@@ -80,22 +84,25 @@ def load_stard(
                 f"{queries_path}: query_id {record['query_id']}: match_id and match_name differ in length"
             )
         by_id[record["query_id"]] = record
-        for article_id, name in zip(record["match_id"], record["match_name"], strict=True):
+        for name in record["match_name"]:
             if name not in record["相关法规"]:
                 raise DatasetError(
                     f"{queries_path}: query_id {record['query_id']}: no text for gold article {name!r}"
                 )
-            gold_articles[article_id] = {
-                "id": article_id,
-                "name": name,
-                "content": record["相关法规"][name].strip(),
-            }
+            gold_articles.setdefault(
+                name,
+                {
+                    "id": len(gold_articles),
+                    "name": name,
+                    "content": record["相关法规"][name].strip(),
+                },
+            )
 
     if corpus_path:
         corpus = list(read_jsonl(corpus_path, required=("id", "name", "content")))
         source = f"corpus.jsonl ({corpus_path})"
     else:
-        corpus = [gold_articles[i] for i in sorted(gold_articles)]
+        corpus = list(gold_articles.values())
         source = f"gold-article union of {queries_path} ({len(corpus)} articles; far easier than the full corpus)"
     known = {article["id"] for article in corpus}
 
@@ -114,7 +121,12 @@ def load_stard(
         tasks = []
         for qid in split[name]:
             record = by_id[qid]
-            gold = [g for g in record["match_id"] if g in known]
+            listed = (
+                record["match_id"]
+                if corpus_path
+                else [gold_articles[article]["id"] for article in record["match_name"]]
+            )
+            gold = [g for g in listed if g in known]
             if len(gold) < len(record["match_id"]):
                 notes.append(
                     f"query_id {qid}: {len(record['match_id']) - len(gold)} gold article(s) not in the corpus"
