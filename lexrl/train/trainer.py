@@ -34,7 +34,14 @@ from lexrl.config import Config, save_config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env
 from lexrl.eval.evaluate import evaluate, print_summary
-from lexrl.models import add_lora, load_base, replace_dir, tiny_model_dir
+from lexrl.models import (
+    SMOLLM2,
+    add_lora,
+    load_base,
+    replace_dir,
+    smollm2_model_dir,
+    tiny_model_dir,
+)
 from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.factory import make_backend
@@ -55,7 +62,11 @@ def task_at(tasks: list[Task], position: int, seed: int) -> Task:
 
 
 def resolve_base(config: Config, env: Env, accelerator: Accelerator) -> Path | str:
-    """The base model path; for `tiny`, build (and warm-start) it once on the main process."""
+    """The base model path; a built-in model is built once on the main process (`tiny` is also
+    warm-started)."""
+    if config.model.name_or_path == SMOLLM2:
+        with accelerator.main_process_first():
+            return smollm2_model_dir(config.model.cache_dir)
     if config.model.name_or_path != "tiny":
         return config.model.name_or_path
     with accelerator.main_process_first():
