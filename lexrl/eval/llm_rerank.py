@@ -4,7 +4,9 @@ A zero-shot chat model gets the question and the pooled candidates with their re
 and must answer strict JSON, `{"indices": [candidate numbers]}`, best first, no reasoning. A reply
 that is not exactly that is re-asked (the model sees why its reply was refused) up to
 `max_retries` times; after that the pool order is kept and the query is recorded as unparsable
-with every refused reply, never silently reordered.
+with every refused reply, never silently reordered. Transport failures are retried by the openai
+client (`max_retries` times too), through the LLM judges' client and re-ask loop
+(`lexrl.rewards.judge`); one still failing after that is recorded the same way.
 """
 
 from __future__ import annotations
@@ -17,15 +19,23 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 import httpx
+import openai
 
 from lexrl.config import FinalRerankerConfig
-from lexrl.retrieval.endpoints import RETRYABLE_STATUS, api_headers
+from lexrl.rewards.judge import (
+    JudgeParseError,
+    ask_until_parsed,
+    make_async_client,
+    resolve_api_key,
+)
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+REASK = 'That reply was refused ({}). Answer with JSON only: {{"indices": [...]}}'
 
 
-class SelectionError(ValueError):
-    """The reply is not the strict JSON selection; the message says what is wrong."""
+class SelectionError(JudgeParseError):
+    """The reply is not the strict JSON selection; the message says what is wrong (a
+    JudgeParseError, so the judges' re-ask loop refuses it)."""
 
 
 @dataclass
@@ -45,7 +55,8 @@ class RerankResult:
     error: str | None = None
     """Why the last attempt failed, when every attempt did."""
     refused_replies: list[str] = field(default_factory=list)
-    """Every reply or HTTP failure that was refused, in order."""
+    """Every refused reply in order, then the transport failure if one (left after the openai
+    client's retries) ended the attempts."""
 
 
 def parse_selection(reply: str, num_candidates: int, top_k: int) -> list[int]:
@@ -93,13 +104,11 @@ class LLMReranker:
     ):
         self.config = config
         self.system_prompt = load_prompt(language).replace("{top_k}", str(config.top_k))
-        self.url = config.base_url.rstrip("/") + "/chat/completions"
         self.label = {
             "en": ("Question", "Candidates", "score"),
             "zh": ("问题", "候选法条", "分数"),
         }[language]
         self._transport = transport
-        self.backoff_s = 1.0
 
     def user_message(self, query: str, candidates: Sequence[Candidate]) -> str:
         question, header, score = self.label
@@ -109,27 +118,8 @@ class LLMReranker:
             lines.append(f"[{position}]{shown} {candidate.text[: self.config.max_chars]}")
         return "\n".join(lines)
 
-    async def _ask(self, client: httpx.AsyncClient, messages: list[dict]) -> str:
-        payload = {
-            "model": self.config.model,
-            "messages": messages,
-            "temperature": 0.0,
-            "max_tokens": self.config.max_tokens,
-        }
-        reply = await client.post(self.url, json=payload)
-        if reply.status_code != 200:
-            raise httpx.HTTPStatusError(
-                f"HTTP {reply.status_code}: {reply.text[:200]}",
-                request=reply.request,
-                response=reply,
-            )
-        try:
-            return reply.json()["choices"][0]["message"]["content"] or ""
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise SelectionError(f"no choices[0].message.content in {reply.text[:200]!r}") from None
-
     async def rerank(
-        self, client: httpx.AsyncClient, query: str, candidates: Sequence[Candidate]
+        self, client: openai.AsyncOpenAI, query: str, candidates: Sequence[Candidate]
     ) -> RerankResult:
         candidates = list(candidates[: self.config.max_candidates])
         if not candidates:
@@ -138,40 +128,26 @@ class LLMReranker:
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": self.user_message(query, candidates)},
         ]
-        refused: list[str] = []
-        error = ""
-        for attempt in range(1, self.config.max_retries + 2):
-            try:
-                reply = await self._ask(client, messages)
-            except httpx.HTTPStatusError as failure:
-                error = str(failure)
-                refused.append(error)
-                if failure.response.status_code not in RETRYABLE_STATUS:
-                    break
-                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
-                continue
-            except (httpx.TransportError, SelectionError) as failure:
-                error = f"{type(failure).__name__}: {failure}"
-                refused.append(error)
-                continue
-            try:
-                selection = parse_selection(reply, len(candidates), self.config.top_k)
-            except SelectionError as failure:
-                error = f"unparsable reply: {failure}"
-                refused.append(reply)
-                messages = [
-                    *messages[:2],
-                    {"role": "assistant", "content": reply},
-                    {
-                        "role": "user",
-                        "content": f"That reply was refused ({failure}). "
-                        'Answer with JSON only: {"indices": [...]}',
-                    },
-                ]
-                continue
+        exchange = await ask_until_parsed(
+            client,
+            self.config.model,
+            messages,
+            lambda reply: parse_selection(reply, len(candidates), self.config.top_k),
+            temperature=0.0,
+            max_tokens=self.config.max_tokens,
+            max_parse_retries=self.config.max_retries,
+            reask=REASK.format,
+        )
+        if exchange.value is not None:
+            selection = exchange.value
             rest = [i for i in range(len(candidates)) if i not in set(selection)]
-            return RerankResult(selection + rest, len(selection), attempt, None, refused)
-        return RerankResult(list(range(len(candidates))), 0, len(refused), error, refused)
+            refused = exchange.replies[:-1]
+            return RerankResult(selection + rest, len(selection), exchange.requests, None, refused)
+        refused = [*exchange.replies]
+        if len(exchange.replies) < exchange.requests:  # the last request got no reply
+            refused.append(exchange.error)
+        order = list(range(len(candidates)))
+        return RerankResult(order, 0, exchange.requests, exchange.error, refused)
 
     async def rerank_many(
         self, items: Sequence[tuple[str, Sequence[Candidate]]], progress: bool = True
@@ -181,11 +157,15 @@ class LLMReranker:
 
         semaphore = asyncio.Semaphore(self.config.concurrency)
         bar = tqdm(total=len(items), desc="final LLM reranker", disable=not progress, leave=False)
-        async with httpx.AsyncClient(
-            headers=api_headers(self.config.api_key_env),
-            timeout=self.config.timeout_s,
-            transport=self._transport,
-        ) as client:
+        http_client = httpx.AsyncClient(transport=self._transport) if self._transport else None
+        client = make_async_client(
+            self.config.base_url,
+            resolve_api_key(self.config.api_key_env, self.config.model, required=False),
+            self.config.timeout_s,
+            self.config.max_retries,
+            http_client,
+        )
+        async with client:
 
             async def one(query: str, candidates: Sequence[Candidate]) -> RerankResult:
                 async with semaphore:

@@ -9,6 +9,11 @@ OpenAI-compatible) server holds the 4B retrieval models and every training proce
 
 `base_url` includes the version prefix (`http://host:8000/v1`). The API key, if any, is read from
 the environment variable named in the config, never from the config itself.
+
+Transport retries (connection errors, timeouts, 408/409/429/5xx, exponential backoff from 0.5 s,
+Retry-After honoured) are the `openai` client's, as for the LLM judges: `/embeddings` is its
+embeddings API, and `/rerank`, not an OpenAI route, goes through the same client's low-level
+`post`, so both routes share one retry mechanism instead of a second hand-written one.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Sequence
 
 import httpx
 import numpy as np
+import openai
 
 from lexrl.retrieval.dense import TextKind
 
@@ -29,16 +35,12 @@ class EndpointError(RuntimeError):
     """A served model failed after the retries; the message names the URL and the reply."""
 
 
-def api_headers(api_key_env: str) -> dict[str, str]:
-    key = os.environ.get(api_key_env, "") if api_key_env else ""
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
 def post_with_retries(
     client: httpx.Client, url: str, payload: dict, max_retries: int = 3, backoff_s: float = 1.0
 ) -> httpx.Response:
     """POST, retrying connection errors and 408/429/5xx with exponential backoff; returns the
-    first reply that is a success or a non-retryable status."""
+    first reply that is a success or a non-retryable status. Only the `vllm-server` rollout
+    backend still uses it (its non-2xx replies are data, e.g. an adapter already loaded)."""
     for attempt in range(max_retries + 1):
         try:
             reply = client.post(url, json=payload)
@@ -53,21 +55,8 @@ def post_with_retries(
     raise EndpointError(f"{url}: failed after {max_retries + 1} attempts; last: {failure}")
 
 
-def post_json(
-    client: httpx.Client, url: str, payload: dict, max_retries: int = 3, backoff_s: float = 1.0
-) -> dict:
-    """POST and return the JSON reply (`post_with_retries`); any other status is an error."""
-    reply = post_with_retries(client, url, payload, max_retries, backoff_s)
-    if reply.status_code != 200:
-        raise EndpointError(f"{url}: HTTP {reply.status_code}: {reply.text[:200]}")
-    try:
-        return reply.json()
-    except ValueError:
-        raise EndpointError(f"{url}: reply is not JSON: {reply.text[:200]!r}") from None
-
-
 class _Endpoint:
-    """One route of an OpenAI-compatible server, with its client, key and retries."""
+    """One route of an OpenAI-compatible server, with its openai client, key and retries."""
 
     def __init__(
         self,
@@ -80,12 +69,26 @@ class _Endpoint:
     ):
         self.name = f"endpoint:{model}"
         self.url = base_url.rstrip("/") + route
+        self.route = route
         self.model = model
         self.max_retries = retries
-        self.client = httpx.Client(headers=api_headers(api_key_env), timeout=timeout_s)
+        key = os.environ.get(api_key_env, "") if api_key_env else ""
+        # The openai client refuses an empty key; a server without authentication ignores this.
+        self.client = openai.OpenAI(
+            base_url=base_url,
+            api_key=key or "EMPTY",
+            timeout=timeout_s,
+            max_retries=retries,
+        )
 
-    def _post(self, payload: dict) -> dict:
-        return post_json(self.client, self.url, payload, self.max_retries)
+    def _failure(self, error: openai.APIError) -> EndpointError:
+        if isinstance(error, openai.APIStatusError):
+            reply = error.response.text[:200]
+            return EndpointError(f"{self.url}: HTTP {error.response.status_code}: {reply}")
+        attempts = self.max_retries + 1
+        return EndpointError(
+            f"{self.url}: {type(error).__name__} after {attempts} attempts: {error}"
+        )
 
 
 class EndpointEncoder(_Endpoint):
@@ -109,11 +112,17 @@ class EndpointEncoder(_Endpoint):
         rows: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])
-            reply = self._post({"model": self.model, "input": batch})
             try:
-                data = sorted(reply["data"], key=lambda item: item["index"])
-                vectors = [item["embedding"] for item in data]
-            except (KeyError, TypeError) as error:
+                # "float": the client would otherwise ask for base64, which not every server has.
+                reply = self.client.embeddings.create(
+                    model=self.model, input=batch, encoding_format="float"
+                )
+            except openai.APIError as error:
+                raise self._failure(error) from None
+            try:
+                data = sorted(reply.data, key=lambda item: item.index)
+                vectors = [list(item.embedding) for item in data]
+            except (AttributeError, TypeError) as error:
                 raise EndpointError(
                     f"{self.url}: no data[].embedding in the reply ({error!r})"
                 ) from None
@@ -140,7 +149,10 @@ class EndpointReranker(_Endpoint):
         if not documents:
             return []
         payload = {"model": self.model, "query": query, "documents": list(documents)}
-        reply = self._post(payload)
+        try:
+            reply = self.client.post(self.route, cast_to=object, body=payload)
+        except openai.APIError as error:
+            raise self._failure(error) from None
         scores = [float("-inf")] * len(documents)
         try:
             for result in reply["results"]:

@@ -1,5 +1,6 @@
 """The final LLM reranker's parsing, retries and records. Its model is a remote paid API in the
-paper (Qwen-Max), so an httpx MockTransport answers here with scripted replies."""
+paper (Qwen-Max), so an httpx MockTransport answers here with scripted replies; transport retries
+are the openai client's (a tiny Retry-After keeps its 0.5 s backoff out of the tests)."""
 
 import asyncio
 import json
@@ -55,7 +56,7 @@ def scripted_server(replies):
         requests.append(json.loads(request.content))
         status, content = replies[len(requests) - 1]
         if status != 200:
-            return httpx.Response(status, json={"error": content})
+            return httpx.Response(status, json={"error": content}, headers={"retry-after-ms": "1"})
         return httpx.Response(200, json={"choices": [{"message": {"content": content}}]})
 
     return httpx.MockTransport(handle), requests
@@ -67,7 +68,6 @@ def rerank(replies, **overrides):
         model="qwen-max", base_url="http://api.test/v1", top_k=3, **overrides
     )
     reranker = LLMReranker(config, "en", transport=transport)
-    reranker.backoff_s = 0.0
     [result] = asyncio.run(reranker.rerank_many([("deposit?", CANDIDATES)], progress=False))
     return result, requests
 
@@ -89,20 +89,28 @@ def test_an_unparsable_reply_is_re_asked_with_the_reason():
     assert "refused (not JSON" in follow_up[3]["content"]
 
 
-def test_after_the_retries_the_pool_order_is_kept_and_recorded():
+def test_after_the_re_asks_the_pool_order_is_kept_and_recorded():
     result, requests = rerank(
-        [(503, "busy"), (200, '{"indices": [9]}'), (200, "no")], max_retries=2
+        [(503, "busy"), (200, '{"indices": [9]}'), (200, "no"), (200, "{}")], max_retries=2
     )
-    assert len(requests) == 3
+    assert len(requests) == 4, "the 503 is retried by the client, then two re-asks"
+    assert result.order == [0, 1, 2, 3, 4] and result.selected == 0 and result.attempts == 3
+    assert result.error.startswith("unparsable after 3 replies: expected an object")
+    assert result.refused_replies == ['{"indices": [9]}', "no", "{}"]
+    assert len(requests[3]["messages"]) == 6
+
+
+def test_a_transport_failure_after_the_client_retries_keeps_the_pool_order():
+    result, requests = rerank(
+        [(200, "no"), (503, "busy"), (503, "busy"), (200, '{"indices": [1]}')], max_retries=1
+    )
+    assert len(requests) == 3 and result.attempts == 2
     assert result.order == [0, 1, 2, 3, 4] and result.selected == 0
-    assert result.error.startswith("unparsable reply: not JSON")
-    assert result.refused_replies[0].startswith("HTTP 503") and result.refused_replies[1:] == [
-        '{"indices": [9]}',
-        "no",
-    ]
+    assert result.error.startswith("InternalServerError: Error code: 503")
+    assert result.refused_replies == ["no", result.error]
 
 
 def test_a_client_error_is_not_retried():
     result, requests = rerank([(401, "bad key"), (200, '{"indices": [1]}')])
-    assert len(requests) == 1 and result.error.startswith("HTTP 401")
+    assert len(requests) == 1 and result.error.startswith("AuthenticationError: Error code: 401")
     assert result.order == [0, 1, 2, 3, 4]

@@ -31,9 +31,11 @@ def server(tmp_path_factory):
         def log_message(self, *args):
             pass
 
-        def _reply(self, status, body):
+        def _reply(self, status, body, headers=None):
             data = json.dumps(body).encode()
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -41,11 +43,12 @@ def server(tmp_path_factory):
 
         def do_POST(self):
             state["requests"] += 1
-            state["headers"] = dict(self.headers)
+            state["headers"] = {name.lower(): value for name, value in self.headers.items()}
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if state["fail_next"] > 0:
                 state["fail_next"] -= 1
-                return self._reply(503, {"error": "loading"})
+                # A tiny Retry-After keeps the openai client's backoff (0.5 s and up) out.
+                return self._reply(503, {"error": "loading"}, {"Retry-After-Ms": "1"})
             if request.get("model") != "tiny":
                 return self._reply(404, {"error": f"model {request.get('model')} not served"})
             if self.path == "/v1/embeddings":
@@ -77,7 +80,7 @@ def test_endpoint_encoder_matches_the_local_model(server, monkeypatch):
     remote = EndpointEncoder(server["url"], "tiny", batch_size=2, api_key_env="TEST_KEY")
     vectors = remote.encode(DOCUMENTS, "document")
     np.testing.assert_allclose(vectors, server["encoder"].encode(DOCUMENTS, "document"), atol=1e-5)
-    assert server["state"]["headers"]["Authorization"] == "Bearer secret"
+    assert server["state"]["headers"]["authorization"] == "Bearer secret"
 
 
 def test_endpoint_reranker_puts_scores_back_in_document_order(server):
@@ -86,17 +89,34 @@ def test_endpoint_reranker_puts_scores_back_in_document_order(server):
     np.testing.assert_allclose(remote.score("deposit", DOCUMENTS), expected, rtol=1e-5)
 
 
-def test_endpoint_retries_a_503_then_succeeds(server, monkeypatch):
-    monkeypatch.setattr("lexrl.retrieval.endpoints.time.sleep", lambda seconds: None)
+@pytest.mark.parametrize("route", ["embeddings", "rerank"])
+def test_the_openai_client_retries_a_503_then_succeeds(server, route):
     server["state"]["fail_next"] = 2
     before = server["state"]["requests"]
-    remote = EndpointReranker(server["url"], "tiny", max_retries=2)
-    assert len(remote.score("deposit", DOCUMENTS)) == 3
+    if route == "rerank":
+        assert (
+            len(EndpointReranker(server["url"], "tiny", max_retries=2).score("q", DOCUMENTS)) == 3
+        )
+    else:
+        assert EndpointEncoder(server["url"], "tiny", max_retries=2).encode(["q"], "query").shape[0]
     assert server["state"]["requests"] - before == 3
+
+
+def test_the_retries_run_out_into_an_endpoint_error(server):
+    server["state"]["fail_next"] = 2
+    with pytest.raises(EndpointError, match=r"/v1/rerank: HTTP 503: .*loading"):
+        EndpointReranker(server["url"], "tiny", max_retries=1).score("q", DOCUMENTS)
+    assert server["state"]["fail_next"] == 0
+
+
+def test_without_a_key_the_openai_client_sends_empty(server, monkeypatch):
+    monkeypatch.delenv("TEST_KEY", raising=False)
+    EndpointReranker(server["url"], "tiny", api_key_env="TEST_KEY").score("q", DOCUMENTS)
+    assert server["state"]["headers"]["authorization"] == "Bearer EMPTY"
 
 
 def test_endpoint_errors_name_the_url_and_the_reply(server):
     with pytest.raises(EndpointError, match=r"/v1/embeddings: HTTP 404: .*model other not served"):
         EndpointEncoder(server["url"], "other").encode(["q"], "query")
-    with pytest.raises(EndpointError, match="failed after 1 attempts"):
+    with pytest.raises(EndpointError, match="/v1/rerank: APIConnectionError after 1 attempts"):
         EndpointReranker("http://127.0.0.1:9/v1", "tiny", max_retries=0).score("q", ["d"])
