@@ -1,0 +1,320 @@
+"""LEXam loading (Fan et al. 2025, arXiv 2505.12864; data CC-BY-4.0, HF `LEXam-Benchmark/LEXam`).
+
+Configs: `mcq_4_choices`, `mcq_8_choices`, `mcq_16_choices`, `mcq_32_choices` (fields
+`question`, `choices`, `gold` = 0-based index, `course`, `language`, `area`, `jurisdiction`,
+`year`, `id`, ...; the 8/16/32 files carry no area/jurisdiction/year) and `open_question`
+(`question`, `answer` = the reference answer, the same metadata). A source is a Hub id or a local
+file or directory of parquet, JSONL/JSON, CSV or the release's xlsx. The release's xlsx stores
+`choices` as the string literal of a Python list, and `MCQs_test_perturbation.xlsx` keeps every
+option count in one sheet as `<N>_choices` / `<N>_choices_gold`: for `mcq_<N>_choices` those columns
+are read when present. A malformed row raises DatasetError naming the file, the row (records count
+from 1; a CSV or xlsx header is not a row) and the field.
+
+One real MCQ-4 row (course "Swiss Law", language "en", id fe99a075-...): question "Which of the
+following statements is/are incorrect?\ni. The scientification of law in Switzerland during the
+19th century was most prominently promoted by Friedrich Ludwig Keller and Johann Caspar
+Bluntschli.\nii. ...\niii. ...", choices ["ii and iii", "iii", "i and iii", "i and ii"], gold 2.
+
+LEXam has no training split; `split_by_course` carves one out by course.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import random
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from lexrl.envs.data import DatasetError
+from lexrl.types import Task
+
+MCQ_CONFIGS = ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices", "mcq_32_choices")
+CONFIGS = (*MCQ_CONFIGS, "open_question")
+LANGUAGES = ("en", "de")
+_FORMATS = {
+    ".parquet": "parquet",
+    ".jsonl": "json",
+    ".json": "json",
+    ".csv": "csv",
+    ".xlsx": "xlsx",
+}
+_SAMPLES = {"mcq_4_choices": "mcq_4_choices.en.jsonl", "open_question": "open_question.en.jsonl"}
+
+
+@dataclass
+class LexamItem:
+    id: str
+    question: str
+    choices: list[str] | None
+    """The options in order; None for an open question."""
+    gold: int | None
+    """0-based index into `choices`; None for an open question."""
+    answer: str | None
+    """The reference answer of an open question; None for an MCQ."""
+    course: str
+    language: str
+    area: str | None
+    jurisdiction: str | None
+    year: int | None
+    n_options: int | None
+    """len(choices); None for an open question."""
+
+
+def to_task(item: LexamItem) -> Task:
+    """`inputs` holds what an examinee may see; the course is among them because the paper's
+    examinee prompts name it ("You are an expert in <course>")."""
+    return Task(
+        id=item.id,
+        inputs={
+            "question": item.question,
+            "choices": item.choices,
+            "language": item.language,
+            "course": item.course,
+        },
+        gold=item.gold if item.choices is not None else item.answer,
+        meta={
+            "course": item.course,
+            "language": item.language,
+            "n_options": item.n_options,
+            "area": item.area,
+        },
+    )
+
+
+def default_sample(config: str) -> Path:
+    """The attributed English sample shipped beside this module (see `sample/README.md`)."""
+    if config not in _SAMPLES:
+        raise DatasetError(
+            f"no shipped LEXam sample for `{config}`; shipped: {', '.join(_SAMPLES)}"
+        )
+    return Path(str(resources.files("lexrl.envs.lexam") / "sample" / _SAMPLES[config]))
+
+
+def _options_of(config: str) -> int | None:
+    if config not in CONFIGS:
+        raise ValueError(f"unknown LEXam config `{config}`; one of {', '.join(CONFIGS)}")
+    match = re.fullmatch(r"mcq_(\d+)_choices", config)
+    return int(match.group(1)) if match else None
+
+
+def _missing(value: object) -> bool:
+    # CSV and xlsx cells come back as NaN when empty, JSON fields as None.
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _text(row: Mapping, key: str, where: str, required: bool = True) -> str | None:
+    value = row.get(key)
+    if _missing(value) or (isinstance(value, str) and not value.strip()):
+        if required:
+            raise DatasetError(f"{where}: missing field `{key}`")
+        return None
+    if not isinstance(value, str):
+        raise DatasetError(f"{where}: `{key}` is not a string: {value!r}")
+    return value
+
+
+def _integer(row: Mapping, key: str, where: str, required: bool = True) -> int | None:
+    value = row.get(key)
+    if _missing(value):
+        if required:
+            raise DatasetError(f"{where}: missing field `{key}`")
+        return None
+    # CSV, xlsx and the release's string-typed columns hand integers over as "3" or 3.0.
+    if isinstance(value, str):
+        try:
+            value = float(value.strip()) if "." in value else int(value.strip())
+        except ValueError:
+            raise DatasetError(f"{where}: `{key}` is not an integer: {value!r}") from None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DatasetError(f"{where}: `{key}` is not an integer: {value!r}")
+    return value
+
+
+def _identifier(row: Mapping, where: str) -> str:
+    # CSV readers turn numeric-looking ids into numbers; the id is a name either way.
+    value = row.get("id")
+    if isinstance(value, int | float) and not _missing(value):
+        return str(_integer(row, "id", where))
+    return _text(row, "id", where)
+
+
+def _choices(row: Mapping, key: str, where: str) -> list[str]:
+    value = row.get(key)
+    if _missing(value):
+        raise DatasetError(f"{where}: missing field `{key}`")
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            raise DatasetError(f"{where}: `{key}` is not a list literal: {value[:80]!r}") from None
+    if not isinstance(value, list | tuple) or not value:
+        raise DatasetError(f"{where}: `{key}` is not a non-empty list: {str(value)[:80]!r}")
+    for index, choice in enumerate(value):
+        if not isinstance(choice, str):
+            raise DatasetError(f"{where}: `{key}[{index}]` is not a string: {choice!r}")
+    return list(value)
+
+
+def _item(row: Mapping, n_options: int | None, keys: tuple[str, str], where: str) -> LexamItem:
+    choices = gold = answer = None
+    if n_options is None:
+        answer = _text(row, "answer", where)
+    else:
+        choices_key, gold_key = keys
+        choices = _choices(row, choices_key, where)
+        if len(choices) != n_options:
+            raise DatasetError(
+                f"{where}: `{choices_key}` has {len(choices)} options, the config {n_options}"
+            )
+        gold = _integer(row, gold_key, where)
+        if not 0 <= gold < n_options:
+            raise DatasetError(
+                f"{where}: `{gold_key}` {gold} is out of range for {n_options} options"
+            )
+    return LexamItem(
+        id=_identifier(row, where),
+        question=_text(row, "question", where),
+        choices=choices,
+        gold=gold,
+        answer=answer,
+        course=_text(row, "course", where),
+        language=_text(row, "language", where),
+        area=_text(row, "area", where, required=False),
+        jurisdiction=_text(row, "jurisdiction", where, required=False),
+        year=_integer(row, "year", where, required=False),
+        n_options=n_options,
+    )
+
+
+def _files(directory: Path, config: str, split: str | None) -> list[Path]:
+    """Files of `config` in `directory`: everything under `<config>/` (the Hub's layout) or the
+    files whose name starts with the config; with `split`, those whose name contains it."""
+    nested = directory / config
+    candidates = (
+        sorted(nested.rglob("*")) if nested.is_dir() else sorted(directory.glob(f"{config}*"))
+    )
+    files = [
+        path
+        for path in candidates
+        if path.is_file() and path.suffix in _FORMATS and (split is None or split in path.name)
+    ]
+    if not files:
+        wanted = f"`{config}`" + (f" split `{split}`" if split else "")
+        raise DatasetError(f"{directory}: no {wanted} file ({', '.join(_FORMATS)})")
+    return files
+
+
+def _read_file(path: Path) -> Iterable[Mapping]:
+    import datasets
+    import pandas as pd
+
+    kind = _FORMATS.get(path.suffix)
+    if kind is None:
+        raise DatasetError(f"{path}: unsupported format; one of {', '.join(_FORMATS)}")
+    try:
+        if kind == "xlsx":
+            # Cells as text: mixed-type columns would not fit one Arrow type, and the row
+            # validation reads integers from text anyway.
+            frame = pd.read_excel(path, engine="openpyxl", dtype=str)
+            return datasets.Dataset.from_pandas(frame, preserve_index=False)
+        return datasets.load_dataset(kind, data_files=str(path), split="train")
+    except Exception as error:  # pyarrow, pandas and openpyxl raise many kinds for a bad file
+        raise DatasetError(f"{path}: could not be read as {kind}: {error}") from error
+
+
+def _read_hub(source: str, config: str, split: str | None) -> list[tuple[str, Iterable[Mapping]]]:
+    import datasets
+
+    loaded = datasets.load_dataset(source, config, split=split)
+    if isinstance(loaded, datasets.DatasetDict):
+        return [(f"{source} ({config}, {name})", part) for name, part in loaded.items()]
+    return [(f"{source} ({config}, {split})", loaded)]
+
+
+def load_lexam(
+    source: str, config: str, split: str | None = None, language: str | None = None
+) -> list[LexamItem]:
+    """Items of one LEXam `config` from `source`, every row validated.
+
+    `source` is a local file, a local directory (see `_files`) or otherwise a Hub id, loaded with
+    `datasets.load_dataset(source, config, split=split)`. `split` None takes every split (the
+    open questions have `dev` and `test`). `language` ("en"/"de") keeps that language's items.
+    Ids must be unique across what is loaded.
+    """
+    n_options = _options_of(config)
+    if language not in (None, *LANGUAGES):
+        raise ValueError(f"language must be one of {LANGUAGES} or None, got {language!r}")
+    path = Path(source)
+    if path.is_dir():
+        parts = [(str(file), _read_file(file)) for file in _files(path, config, split)]
+    elif path.is_file():
+        parts = [(str(path), _read_file(path))]
+    elif path.suffix in _FORMATS:
+        raise DatasetError(f"dataset file not found: {path}")
+    else:
+        parts = _read_hub(source, config, split)
+
+    items: list[LexamItem] = []
+    seen: dict[str, str] = {}
+    for name, rows in parts:
+        columns = set(getattr(rows, "column_names", ()))
+        keys = (
+            (f"{n_options}_choices", f"{n_options}_choices_gold")
+            if f"{n_options}_choices" in columns
+            else ("choices", "gold")
+        )
+        for number, row in enumerate(rows, start=1):
+            where = f"{name} row {number}"
+            item = _item(row, n_options, keys, where)
+            if item.id in seen:
+                raise DatasetError(f"{where}: id {item.id!r} repeats {seen[item.id]}")
+            seen[item.id] = where
+            items.append(item)
+    return [item for item in items if language is None or item.language == language]
+
+
+def split_by_course(
+    items: list[LexamItem], eval_fraction: float, seed: int, max_eval_fraction: float = 0.5
+) -> dict[str, list[LexamItem]]:
+    """{"train", "test"} with every course wholly on one side (LEXam has no training split, and
+    questions of one exam share facts and statements, so a split by question would leak).
+
+    The sorted course names are shuffled with `seed`; whole courses go to test, in that order,
+    until test holds at least `eval_fraction` of the items. A course that would take test past
+    `max_eval_fraction` stays in train: one dominant course would otherwise become the test set
+    and leave almost nothing to train on. Test can then hold less than `eval_fraction`, and
+    the split may not depend on the seed. The English MCQ-4 items are such a case: 130 of the
+    150 in the shipped sample are the course "Swiss Law" (one exam: all area Interdisciplinary,
+    jurisdiction Swiss, year 2019, so area/jurisdiction/year cannot divide it), so with
+    eval_fraction 0.2 test is always the 20 questions of "US Business Law", "Chinese Business
+    Law" and "Transnational Public Security Law", and train is Swiss Law. Within a side, items
+    keep their input order.
+    """
+    if not 0 < eval_fraction <= max_eval_fraction < 1:
+        raise ValueError(
+            "need 0 < eval_fraction <= max_eval_fraction < 1, got "
+            f"eval_fraction={eval_fraction}, max_eval_fraction={max_eval_fraction}"
+        )
+    sizes: dict[str, int] = {}
+    for item in items:
+        sizes[item.course] = sizes.get(item.course, 0) + 1
+    order = sorted(sizes)
+    random.Random(seed).shuffle(order)
+    test_courses: set[str] = set()
+    held = 0
+    for course in order:
+        if held >= eval_fraction * len(items):
+            break
+        if held + sizes[course] <= max_eval_fraction * len(items):
+            test_courses.add(course)
+            held += sizes[course]
+    return {
+        "train": [item for item in items if item.course not in test_courses],
+        "test": [item for item in items if item.course in test_courses],
+    }

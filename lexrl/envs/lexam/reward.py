@@ -1,0 +1,89 @@
+"""LEXam MCQ prompts' option labels, answer parsing and reward components (papers.md sec. 4).
+
+The examinee ends its reply with `Correct Answer: ###C###`; the LAST valid marker is its answer
+and a reply without one is wrong. The env's reward is `total(components, format_weight)`:
+`correct + format_weight * format`, so a weight of 0 logs the format rate without rewarding it.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping, Sequence
+
+_LETTERS = string.ascii_uppercase
+# A lookahead finds overlapping candidates, so in "###A###B###" the marker that ends last (B)
+# can win, as a reader of the text would take it.
+_MARKER = re.compile(r"(?=###([A-Z]|[0-9]{1,3})###)")
+_PARITY_MARKER = re.compile(r"###([ABCD])###")
+
+
+def option_label(i: int, n_options: int) -> str:
+    """Label of option `i` (0-based) among `n_options`: "A".."Z" for up to 26 options; above 26
+    EVERY option is numbered "1".."n" (the paper: numbers instead of letters above 26 options;
+    the authors' `mcq_numbers` variant numbers all options too), so one question never mixes
+    letters and numbers."""
+    if not 0 <= i < n_options:
+        raise ValueError(f"option {i} out of range for {n_options} options")
+    return _LETTERS[i] if n_options <= len(_LETTERS) else str(i + 1)
+
+
+def format_choices(choices: Sequence[str]) -> str:
+    """The options as the paper appends them to the question: "\\nA. <choice>" each, in order."""
+    return "".join(
+        f"\n{option_label(i, len(choices))}. {choice}" for i, choice in enumerate(choices)
+    )
+
+
+def _label_index(label: str, n_options: int) -> int | None:
+    if n_options <= len(_LETTERS):
+        index = _LETTERS.find(label) if len(label) == 1 else -1
+    else:
+        # "01" is not how any option is labelled, so it is no answer.
+        index = int(label) - 1 if label.isdigit() and str(int(label)) == label else -1
+    return index if 0 <= index < n_options else None
+
+
+def parse_mcq_answer(text: str, n_options: int) -> int | None:
+    """0-based index of the LAST `###X###` in `text` whose X labels one of `n_options` options
+    (see `option_label`), or None. Everything up to the last `</think>` is dropped first, so a
+    reasoning model's scratch pad cannot answer. Never raises on any string."""
+    answer = None
+    for match in _MARKER.finditer(text.rpartition("</think>")[2]):
+        index = _label_index(match.group(1), n_options)
+        if index is not None:
+            answer = index
+    return answer
+
+
+def parse_mcq_answer_lexam_parity(text: str) -> int | None:
+    """The LEXam authors' MCQ scorer, for parity with their numbers: the LAST match of
+    `###([ABCD])###` anywhere in `text` (no `</think>` handling: their scorer is handed the
+    final answer only) as 0..3, None (= wrong) without a match. Four options only."""
+    matches = _PARITY_MARKER.findall(text)
+    return "ABCD".index(matches[-1]) if matches else None
+
+
+def mcq_reward(
+    text: str, gold: int, n_options: int, chance_normalised: bool = False
+) -> dict[str, float]:
+    """Named reward components of one reply.
+
+    `correct`: 1.0 when the parsed answer is `gold`, else 0.0 (no answer is wrong). With
+    `chance_normalised`, (acc - 1/k) / (1 - 1/k) for k = `n_options`: 1 when right, -1/(k-1)
+    when wrong, so guessing earns 0 in expectation whatever the option count (for mixing
+    mcq_4 .. mcq_32 in one run). `format`: 1.0 when a valid answer marker parsed, else 0.0.
+    """
+    if n_options < 2 or not 0 <= gold < n_options:
+        raise ValueError(f"gold {gold} / n_options {n_options}: need 0 <= gold < n_options, n >= 2")
+    predicted = parse_mcq_answer(text, n_options)
+    correct = float(predicted == gold)
+    if chance_normalised:
+        chance = 1.0 / n_options
+        correct = (correct - chance) / (1.0 - chance)
+    return {"correct": correct, "format": float(predicted is not None)}
+
+
+def total(components: Mapping[str, float], format_weight: float) -> float:
+    """The env's scalar reward: `correct + format_weight * format`."""
+    return components["correct"] + format_weight * components["format"]

@@ -1,0 +1,108 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lexrl.envs.lexam.reward import (
+    format_choices,
+    mcq_reward,
+    option_label,
+    parse_mcq_answer,
+    parse_mcq_answer_lexam_parity,
+    total,
+)
+
+# Text made mostly of marker pieces, so the parsers meet near-misses, not just noise.
+marker_text = st.lists(
+    st.one_of(
+        st.sampled_from(["###", "#", "A", "D", "Z", "a", "1", "32", "07", "</think>", " ", "\n"]),
+        st.text(max_size=5),
+    ),
+    max_size=30,
+).map("".join)
+
+
+@given(st.one_of(st.text(), marker_text), st.integers(min_value=1, max_value=40))
+def test_parsers_never_raise_and_answer_in_range(text, n_options):
+    answer = parse_mcq_answer(text, n_options)
+    assert answer is None or 0 <= answer < n_options
+    parity = parse_mcq_answer_lexam_parity(text)
+    assert parity is None or 0 <= parity < 4
+
+
+@given(st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=6), marker_text)
+def test_last_marker_wins(answers, filler):
+    filler = filler.replace("#", "").replace("</think>", "")
+    text = filler.join(f"Correct Answer: ###{'ABCD'[a]}###" for a in answers)
+    assert parse_mcq_answer(text, 4) == answers[-1]
+    assert parse_mcq_answer_lexam_parity(text) == answers[-1]
+
+
+def test_labels():
+    assert [option_label(i, 4) for i in range(4)] == ["A", "B", "C", "D"]
+    assert option_label(25, 26) == "Z"
+    # Above 26 options every option is numbered, the first one too.
+    assert [option_label(i, 32) for i in (0, 25, 26, 31)] == ["1", "26", "27", "32"]
+    with pytest.raises(ValueError):
+        option_label(4, 4)
+    assert format_choices(["yes", "no"]) == "\nA. yes\nB. no"
+    assert format_choices([str(i) for i in range(27)]).startswith("\n1. 0\n2. 1\n")
+
+
+def test_parse_mcq_answer():
+    assert parse_mcq_answer("Correct Answer: ###C###", 4) == 2
+    assert parse_mcq_answer("###B### then ###E###", 4) == 1  # E is no option of four
+    assert parse_mcq_answer("###E###", 8) == 4
+    assert parse_mcq_answer("###c###", 4) is None
+    assert parse_mcq_answer("Answer: C", 4) is None
+    assert parse_mcq_answer("###A###B###", 4) == 1
+    assert parse_mcq_answer("###32### ###A###", 32) == 31
+    assert parse_mcq_answer("###33###", 32) is None
+    assert parse_mcq_answer("###07###", 32) is None
+    assert parse_mcq_answer("###0###", 32) is None
+    assert parse_mcq_answer("###26###", 26) is None
+    # The scratch pad before the last </think> cannot answer.
+    assert parse_mcq_answer("<think>###A###</think>no marker", 4) is None
+    assert parse_mcq_answer("<think>###A###</think>x</think>###D###", 4) == 3
+
+
+def test_parity_parser_is_the_authors_scorer():
+    assert parse_mcq_answer_lexam_parity("###A### ... ###D###") == 3
+    assert parse_mcq_answer_lexam_parity("###E###") is None
+    assert parse_mcq_answer_lexam_parity("<think>###B###</think> no marker") == 1
+    assert parse_mcq_answer_lexam_parity("") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "normalised", "expected"),
+    [
+        ("###B###", False, {"correct": 1.0, "format": 1.0}),
+        ("###C###", False, {"correct": 0.0, "format": 1.0}),
+        ("B", False, {"correct": 0.0, "format": 0.0}),
+        ("###B###", True, {"correct": 1.0, "format": 1.0}),
+        ("###C###", True, {"correct": -1 / 3, "format": 1.0}),
+        ("no answer", True, {"correct": -1 / 3, "format": 0.0}),
+    ],
+)
+def test_mcq_reward_components(text, normalised, expected):
+    assert mcq_reward(text, gold=1, n_options=4, chance_normalised=normalised) == pytest.approx(
+        expected
+    )
+
+
+def test_chance_normalised_reward_is_zero_for_a_guess_in_expectation():
+    for k in (4, 8, 16, 32):
+        rewards = [
+            mcq_reward(f"###{option_label(i, k)}###", 0, k, chance_normalised=True)["correct"]
+            for i in range(k)
+        ]
+        assert sum(rewards) / k == pytest.approx(0.0)
+        assert rewards[1] == pytest.approx(-1 / (k - 1))
+
+
+def test_total_weights_the_format_component():
+    components = mcq_reward("###C###", gold=1, n_options=4)
+    assert total(components, format_weight=0.1) == pytest.approx(0.1)
+    assert total(components, format_weight=0.0) == 0.0
+    assert total(mcq_reward("###B###", 1, 4), format_weight=0.5) == pytest.approx(1.5)
+    with pytest.raises(ValueError):
+        mcq_reward("###A###", gold=4, n_options=4)
