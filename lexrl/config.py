@@ -15,6 +15,8 @@ from pathlib import Path
 
 import draccus
 
+from lexrl.envs.lexam.options import LexamEnvConfig
+
 
 class ConfigError(ValueError):
     """A config file or override is malformed; the message names the file and the key."""
@@ -180,7 +182,8 @@ class RetrievalConfig:
     reranker_endpoint: str = ""
     """OpenAI-compatible base URL serving `reranker_model` on `/rerank`; empty: local."""
     api_key_env: str = "LEXRL_RETRIEVAL_API_KEY"
-    """Environment variable holding the endpoints' API key (unset: no Authorization header)."""
+    """Environment variable holding the endpoints' API key (unset: "EMPTY" is sent, which a server
+    without authentication ignores)."""
     device: str = ""
     """Torch device of local dense/reranker models; empty: this process's GPU (`cuda:LOCAL_RANK`)
     when there is one, else the CPU. With 8 training processes and 4B retrieval models, serve
@@ -246,6 +249,8 @@ class EnvConfig:
     """Registered env name (`lexrl envs` lists them)."""
     statute: StatuteEnvConfig = field(default_factory=StatuteEnvConfig)
     """Options of the `statute` env."""
+    lexam: LexamEnvConfig = field(default_factory=LexamEnvConfig)
+    """Options of the `lexam` env (`lexrl/envs/lexam/options.py`)."""
 
 
 @dataclass
@@ -272,7 +277,8 @@ class FinalRerankerConfig:
     """OpenAI-compatible base URL with its version prefix (`http://host:8000/v1`, or DashScope's
     `https://dashscope.aliyuncs.com/compatible-mode/v1` for Qwen-Max)."""
     api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the API key (unset: no Authorization header)."""
+    """Environment variable holding the API key (unset: "EMPTY" is sent, which a server without
+    authentication ignores)."""
     top_k: int = 10
     """Candidates the model selects (LegalMALR: the end-to-end top-10)."""
     max_candidates: int = 30
@@ -280,8 +286,9 @@ class FinalRerankerConfig:
     max_chars: int = 300
     """Characters of each candidate article shown."""
     max_retries: int = 2
-    """Re-asks after an HTTP failure or an unparsable reply; then the pool order is kept and
-    the query is recorded as unparsable."""
+    """Transport retries by the openai client (connection errors, timeouts, 408/409/429/5xx)
+    and, separately, re-asks after an unparsable reply; then the pool order is kept and the
+    query is recorded as failed."""
     concurrency: int = 8
     """Requests in flight."""
     timeout_s: float = 120.0

@@ -8,6 +8,7 @@ tokens. A Trajectory serialises to one JSON line and back without loss (`to_json
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -63,6 +64,10 @@ class Trajectory:
     """Per-step info for shaping and logging (the planner's action, the queries, ...)."""
     metrics: dict[str, float] = field(default_factory=dict)
     """Numbers to log that are not part of the reward (e.g. MAS-stage recall@14)."""
+    failed: str | None = None
+    """Why the episode has no reward (a judge that could not score it), or None. A failed
+    trajectory gets no training row, its group's advantages are computed over the others, and
+    the metrics count it (`judge/failed`) instead of averaging it as a 0."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -83,4 +88,7 @@ class Group:
 
     @property
     def rewards(self) -> list[float]:
-        return [trajectory.reward for trajectory in self.trajectories]
+        """The trajectories' rewards, NaN for a failed one (it has none)."""
+        return [
+            math.nan if trajectory.failed else trajectory.reward for trajectory in self.trajectories
+        ]

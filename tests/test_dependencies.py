@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,21 +27,32 @@ FORBIDDEN = {
 }
 
 
-def lexrl_imports(path: Path) -> set[str]:
-    """The `lexrl.<sub-package>` names a module imports anywhere in its body."""
-    names = set()
+# Options modules: the dataclasses `lexrl.config` composes. They may be imported by the config
+# layer and import nothing of lexrl but each other, so loading a config never pulls in an env,
+# torch or an HTTP client.
+OPTIONS_MODULES = re.compile(r"lexrl\.envs\.\w+\.options|lexrl\.rewards\.judge_config")
+
+
+def lexrl_modules(path: Path) -> set[str]:
+    """The `lexrl.*` modules a module imports anywhere in its body."""
+    modules = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            modules = [node.module]
+            modules.add(node.module)
         elif isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        else:
-            continue
-        for module in modules:
-            parts = module.split(".")
-            if parts[0] == "lexrl" and len(parts) > 1:
-                names.add(parts[1])
-    return names
+            modules.update(alias.name for alias in node.names)
+    return {module for module in modules if module.startswith("lexrl.")}
+
+
+def lexrl_imports(path: Path) -> set[str]:
+    """The `lexrl.<sub-package>` names a module imports anywhere in its body (for the config
+    layer, options modules aside)."""
+    composes_options = path.is_relative_to(PACKAGE) and layer_of(path) == "config"
+    return {
+        module.split(".")[1]
+        for module in lexrl_modules(path)
+        if not (composes_options and OPTIONS_MODULES.fullmatch(module))
+    }
 
 
 def layer_of(path: Path) -> str:
@@ -58,3 +72,33 @@ def test_the_check_sees_a_lazy_import(tmp_path: Path) -> None:
     module = tmp_path / "serve.py"
     module.write_text("def serve():\n    from lexrl.train.trainer import resolve_base\n")
     assert lexrl_imports(module) == {"train"}
+
+
+OPTIONS_FILES = [
+    path
+    for path in sorted(PACKAGE.rglob("*.py"))
+    if OPTIONS_MODULES.fullmatch(
+        ".".join(("lexrl", *path.relative_to(PACKAGE).with_suffix("").parts))
+    )
+]
+
+
+def test_there_are_options_modules() -> None:
+    assert len(OPTIONS_FILES) >= 2
+
+
+@pytest.mark.parametrize("path", OPTIONS_FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_options_modules_import_only_options_modules(path: Path) -> None:
+    others = {m for m in lexrl_modules(path) if not OPTIONS_MODULES.fullmatch(m)}
+    assert not others, f"lexrl/{path.relative_to(PACKAGE)} imports {sorted(others)}"
+
+
+def test_loading_the_config_imports_no_torch_env_or_http_client() -> None:
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, lexrl.config; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    heavy = {"torch", "openai", "transformers", "lexrl.envs.base", "lexrl.envs.lexam.env"}
+    assert not heavy & set(loaded)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from lexrl.config import EnvConfig
-from lexrl.envs.base import Env
+if TYPE_CHECKING:
+    # Typing only: `lexrl.config` composes the envs' options modules, which import this package.
+    from lexrl.config import EnvConfig
+    from lexrl.envs.base import Env
 
 
 def _statute(config: EnvConfig) -> Env:
@@ -14,8 +17,15 @@ def _statute(config: EnvConfig) -> Env:
     return StatuteEnv.from_config(config.statute)
 
 
+def _lexam(config: EnvConfig) -> Env:
+    from lexrl.envs.lexam.env import LexamEnv
+
+    return LexamEnv.from_config(config.lexam)
+
+
 REGISTRY: dict[str, tuple[Callable[[EnvConfig], Env], str]] = {
     "statute": (_statute, "LegalMALR multi-agent statute retrieval (planner + six rewrite agents)"),
+    "lexam": (_lexam, "LEXam law-exam questions: MCQ by answer marker, open ones by LLM judges"),
 }
 
 

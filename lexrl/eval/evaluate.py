@@ -22,14 +22,18 @@ from lexrl.types import Group, Task
 
 
 def summarize(groups: list[Group]) -> dict[str, float]:
-    """Means over every evaluated episode of the reward, its components and the env metrics."""
-    trajectories = [t for g in groups for t in g.trajectories]
-    if not trajectories:
+    """Means over every evaluated episode of the reward, its components and the env metrics;
+    an episode whose judge failed is counted (`judge_failed`), not averaged."""
+    episodes = [t for g in groups for t in g.trajectories]
+    trajectories = [t for t in episodes if not t.failed]
+    if not episodes:
         return {}
-    summary = {
-        "episodes": float(len(trajectories)),
-        "reward": sum(t.reward for t in trajectories) / len(trajectories),
-    }
+    summary = {"episodes": float(len(episodes))}
+    if any(t.failed for t in episodes):
+        summary["judge_failed"] = float(len(episodes) - len(trajectories))
+    if not trajectories:
+        return summary
+    summary["reward"] = sum(t.reward for t in trajectories) / len(trajectories)
     for source in ("components", "metrics"):
         keys = sorted({k for t in trajectories for k in getattr(t, source)})
         for key in keys:

@@ -31,6 +31,8 @@ from typing import Generic, Literal, TypeVar
 import httpx
 import openai
 
+from lexrl.rewards.judge_config import JudgeConfig
+
 T = TypeVar("T")
 
 BRACKET_FORMAT = "End your reply with the score from 0.0 to 1.0 in double brackets, e.g. [[0.7]]."
@@ -41,30 +43,6 @@ _THINK_END = "</think>"
 
 class JudgeParseError(ValueError):
     """A reply cannot be parsed; the message is the reason, shown to the model when re-asked."""
-
-
-@dataclass
-class JudgeConfig:
-    base_url: str
-    """OpenAI-compatible base URL with its version prefix (`http://host:8000/v1`)."""
-    model: str
-    """Model name the endpoint serves; also part of the cache key."""
-    api_key_env: str = ""
-    """Name of the environment variable holding the API key (never the key itself); empty: no
-    key, `EMPTY` is sent (a vLLM server started without `--api-key`)."""
-    temperature: float = 0.0
-    """Sampling temperature (LEXam judges at 0)."""
-    max_tokens: int = 512
-    """Completion cap per reply: room for the explanation before the `[[x.x]]` score."""
-    timeout_s: float = 60.0
-    """Per-request timeout."""
-    max_retries: int = 3
-    """Transport retries (connection errors, timeouts, 408/409/429/5xx), done by the `openai`
-    client with exponential backoff from 0.5 s."""
-    max_parse_retries: int = 2
-    """Re-asks after an unparsable reply, the model seeing why it was refused."""
-    concurrency: int = 8
-    """Requests in flight to this judge."""
 
 
 @dataclass

@@ -73,6 +73,22 @@ class Policy:
         )
         return text
 
+    def record(self, role: str, system: str, messages: Messages, text: str) -> None:
+        """Keep a reply the policy did not write (an external judge's) as a non-trainable Turn,
+        so samples and W&B tables show its prompt and reply beside the policy's turns."""
+        completion_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        self.trajectory.turns.append(
+            Turn(
+                role=role,
+                prompt_ids=render_prompt(self.tokenizer, system, messages),
+                completion_ids=completion_ids,
+                logprobs=[0.0] * len(completion_ids),
+                text=text,
+                adapter_version=-1,
+                trainable=False,
+            )
+        )
+
     async def _complete(
         self, role: str, messages: Messages, prompt_ids: list[int], sampling: Sampling
     ) -> Completion:

@@ -14,20 +14,26 @@ def group_advantages(
 ) -> torch.Tensor:
     """Advantages from rewards of shape [G, K] (G groups of K trajectories) -> [G, K].
 
+    A NaN reward marks a failed trajectory (a judge could not score it): means and stds are
+    taken over the others and its advantage is 0.
     `group`: (R - group mean) / (group std + eps)  (LegalMALR eq. 6, GRPO).
     `batch`: (R - group mean) / (std over all G*K rewards + eps)  (Hu et al. 2025, REINFORCE++).
     `none`:  R - group mean  (Dr. GRPO, Liu et al. 2025: std scaling up-weights groups whose
              rewards barely differ).
     The std is the population std (unbiased=False), so K = 2 with rewards (0, 1) gives +-1.
     """
-    centered = rewards - rewards.mean(dim=1, keepdim=True)
+    centered = rewards - rewards.nanmean(dim=1, keepdim=True)
     if scale == "group":
-        return centered / (rewards.std(dim=1, unbiased=False, keepdim=True) + eps)
-    if scale == "batch":
-        return centered / (rewards.std(unbiased=False) + eps)
-    if scale == "none":
-        return centered
-    raise ValueError(f"unknown scale_rewards {scale!r}")
+        advantages = centered / (centered.square().nanmean(dim=1, keepdim=True).sqrt() + eps)
+    elif scale == "batch":
+        valid = rewards[~rewards.isnan()]
+        std = (valid - valid.mean()).square().mean().sqrt() if valid.numel() else valid.sum()
+        advantages = centered / (std + eps)
+    elif scale == "none":
+        advantages = centered
+    else:
+        raise ValueError(f"unknown scale_rewards {scale!r}")
+    return advantages.nan_to_num(nan=0.0)
 
 
 @dataclass
@@ -97,7 +103,8 @@ def rows_from_groups(
     trajectory_offset: int = 0,
     advantages: torch.Tensor | None = None,
 ) -> list[Row]:
-    """Every trainable Turn of every trajectory becomes a Row with that trajectory's advantage.
+    """Every trainable Turn of every trajectory that did not fail becomes a Row with that
+    trajectory's advantage.
 
     The log-prob of a trajectory is the sum over its actions (LegalMALR eq. 7), so a trajectory's
     planner turns and rewrite turns all carry the same advantage. `advantages` ([len(groups), K],
@@ -112,7 +119,9 @@ def rows_from_groups(
     index = trajectory_offset
     for group_index, group in enumerate(groups):
         for k, trajectory in enumerate(group.trajectories):
-            for turn in trajectory.turns:
+            # A failed trajectory has no reward to learn from.
+            turns = [] if trajectory.failed else trajectory.turns
+            for turn in turns:
                 if turn.trainable and turn.completion_ids:
                     rows.append(
                         Row(

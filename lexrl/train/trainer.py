@@ -145,9 +145,18 @@ def step_metrics(groups: list[Group], env: Env) -> dict[str, float]:
     sums["count/episodes"] = len(trajectories)
     for group in groups:
         rewards = torch.tensor(group.rewards)
-        sums["reward/group_std"] += float(rewards.std(unbiased=False))
-        sums["count/groups"] += 1
+        rewards = rewards[~rewards.isnan()]
+        if rewards.numel():
+            sums["reward/group_std"] += float(rewards.std(unbiased=False))
+            sums["count/groups"] += 1
     for trajectory in trajectories:
+        for turn in trajectory.turns:
+            sums[f"agent/{turn.role}/turns"] += 1
+            sums[f"agent/{turn.role}/tokens"] += len(turn.completion_ids)
+            sums["perf/tokens_generated"] += len(turn.completion_ids)
+        if trajectory.failed:
+            sums["judge/failed"] += 1
+            continue
         sums["reward/total"] += trajectory.reward
         for key, value in trajectory.components.items():
             sums[f"reward/{key}"] += value
@@ -156,26 +165,26 @@ def step_metrics(groups: list[Group], env: Env) -> dict[str, float]:
         for step in trajectory.steps:
             if step.get("action"):
                 sums[f"agent/planner/action/{step['action']}"] += 1
-        for turn in trajectory.turns:
-            sums[f"agent/{turn.role}/turns"] += 1
-            sums[f"agent/{turn.role}/tokens"] += len(turn.completion_ids)
-            sums["perf/tokens_generated"] += len(turn.completion_ids)
     return dict(sums)
 
 
 def reduce_metric_sums(
     sums: dict[str, float], keys: list[str], accelerator: Accelerator
 ) -> dict[str, float]:
-    """Sum over processes, then turn sums into means: per episode (rewards, env metrics, turns
-    and planner actions), per group (reward std), per turn (`agent/<role>/tokens`)."""
+    """Sum over processes, then turn sums into means: per scored episode (rewards, env metrics,
+    planner actions; a failed episode is counted in `judge/failed` instead), per episode
+    (turns), per group (reward std), per turn (`agent/<role>/tokens`)."""
     totals = sum_over_processes({k: float(sums.get(k, 0.0)) for k in keys}, accelerator)
     episodes = max(totals.pop("count/episodes"), 1.0)
+    scored = max(episodes - totals["judge/failed"], 1.0)
     groups = max(totals.pop("count/groups"), 1.0)
     out = {"count/episodes": episodes}
     for key, value in totals.items():
         if key == "reward/group_std":
             out[key] = value / groups
-        elif key.startswith(("reward/", "env/", "agent/planner/action/")) or key.endswith("/turns"):
+        elif key.startswith(("reward/", "env/", "agent/planner/action/")):
+            out[key] = value / scored
+        elif key.endswith("/turns"):
             out[key] = value / episodes
         elif key.endswith("/tokens"):
             out[key] = value / max(totals[key.replace("/tokens", "/turns")], 1.0)
@@ -191,6 +200,7 @@ def metric_keys(env: Env) -> list[str]:
         "reward/total",
         "reward/group_std",
         "perf/tokens_generated",
+        "judge/failed",
     ]
     keys += [f"reward/{c}" for c in getattr(env, "reward_components", ())]
     keys += [f"env/{m}" for m in getattr(env, "episode_metrics", ())]

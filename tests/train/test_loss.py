@@ -171,3 +171,67 @@ def test_split_group_advantages_equal_the_whole_group_ones():
             mine = split_group_advantages(gathered, tasks=2, rank=rank, scale=scale, eps=1e-4)
             expected = whole[rank // 2, (rank % 2) * 2 : (rank % 2) * 2 + 2]
             assert torch.equal(mine[0], expected), (scale, rank)
+
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_a_failed_trajectory_is_left_out_of_its_groups_advantages(scale):
+    with_failed = torch.tensor([[1.0, math.nan, 0.0, 0.5], [0.2, 0.4, math.nan, math.nan]])
+    without = group_advantages(torch.tensor([[1.0, 0.0, 0.5]]), scale, eps=1e-4)
+    advantages = group_advantages(with_failed, scale, eps=1e-4)
+    assert advantages[0, 1] == 0 and advantages[1, 2] == advantages[1, 3] == 0
+    if scale != "batch":  # the batch std also spans the second group
+        assert torch.allclose(advantages[0, [0, 2, 3]], without[0])
+    assert not advantages.isnan().any()
+    assert group_advantages(torch.full((1, 3), math.nan), scale).eq(0).all()
+
+
+def test_a_failed_trajectory_has_no_training_rows():
+    turns = [Turn("examinee", [1], [5, 6], [-1.5, -0.5], "", 0)]
+    failed = Trajectory("t", list(turns), reward=0.0, failed="judge failed: no score")
+    group = Group(
+        Task("t", {}, None),
+        [
+            Trajectory("t", list(turns), reward=1.0),
+            failed,
+            Trajectory("t", list(turns), reward=0.0),
+        ],
+    )
+    assert math.isnan(group.rewards[1])
+    rows = rows_from_groups([group], "group", eps=0.0)
+    assert [(r.trajectory, r.advantage) for r in rows] == [(0, 1.0), (2, -1.0)]
+
+
+def test_failed_episodes_are_counted_not_averaged():
+    from types import SimpleNamespace
+
+    from lexrl.train.trainer import reduce_metric_sums, step_metrics
+
+    env = SimpleNamespace(roles=("examinee",), reward_components=("score",), episode_metrics=())
+    turns = [Turn("examinee", [1], [5, 6], [-1.5, -0.5], "", 0)]
+    group = Group(
+        Task("t", {}, None),
+        [
+            Trajectory("t", list(turns), reward=0.8, components={"score": 0.8}),
+            Trajectory("t", list(turns), reward=0.0, failed="judge failed"),
+            Trajectory("t", list(turns), reward=0.4, components={"score": 0.4}),
+        ],
+    )
+    sums = step_metrics([group], env)
+    assert sums["judge/failed"] == 1 and sums["reward/total"] == pytest.approx(1.2)
+    accelerator = SimpleNamespace(num_processes=1)
+    keys = [
+        "count/episodes",
+        "count/groups",
+        "reward/total",
+        "reward/score",
+        "judge/failed",
+        "reward/group_std",
+        "agent/examinee/turns",
+        "agent/examinee/tokens",
+    ]
+    means = reduce_metric_sums(sums, keys, accelerator)
+    assert means["reward/total"] == pytest.approx(0.6) and means["reward/score"] == pytest.approx(
+        0.6
+    )
+    assert means["judge/failed"] == 1 and means["agent/examinee/turns"] == 1
+    assert means["reward/group_std"] == pytest.approx(0.2)

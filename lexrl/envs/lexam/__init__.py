@@ -1,1 +1,1 @@
-"""LEXam law-exam answering (Fan et al. 2025): data in `data.py`, the MCQ reward in `reward.py`."""
+"""LEXam law-exam answering (Fan et al. 2025): options, prompts, loader, reward and the env."""

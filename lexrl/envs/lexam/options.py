@@ -1,0 +1,56 @@
+"""Options of the LEXam environment (papers.md sec. 4; Fan et al. 2025, seed 003)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lexrl.rewards.judge_config import JudgeConfig
+
+
+@dataclass
+class LexamEnvConfig:
+    source: str = "sample"
+    """`sample` (the attributed English sample shipped with lexrl), a Hugging Face Hub dataset id
+    (`LEXam-Benchmark/LEXam`), or a local file or folder (parquet, JSONL, CSV or the release's
+    xlsx)."""
+    config: str = "mcq_4_choices"
+    """`mcq_4_choices`, `mcq_8_choices`, `mcq_16_choices`, `mcq_32_choices` or `open_question`."""
+    hub_split: str = "test"
+    """The Hub split read (LEXam publishes `test`, and `dev` for open questions)."""
+    language: str = "en"
+    """`en`, `de`, or empty for both."""
+    eval_fraction: float = 0.3
+    """Share of the questions held out for evaluation. LEXam has no training split, so whole
+    groups of courses go to `test` (papers.md sec. 4: carve by course, never by question)."""
+    split_seed: int = 0
+    """Seed of the course split: the same seed gives the same held-out courses."""
+    workflow: str = "single"
+    """`single`: the paper's examinee answers. `draft_review`: the policy drafts an answer, then
+    reviews its draft as the `reviewer` role and gives the final answer (two agents, one
+    policy)."""
+    prompt: str = "paper"
+    """MCQ examinee prompt: `paper` (LEXam App. E.4: step-by-step legal reasoning ending in
+    `Correct Answer: ###C###`) or `brief` (the label alone, for a model too small to follow the
+    long prompt; the CPU demo's way in)."""
+    max_new_tokens: int | None = None
+    """Tokens per answer; None: `rollout.max_new_tokens`."""
+    format_weight: float = 0.0
+    """Weight of the `format` reward component (1 when a `###X###` answer parses). 0 is the
+    paper's reward (accuracy alone); a small model that never writes the marker gets no signal
+    from it, so the CPU demo shapes it (docs/benchmarks.md)."""
+    chance_normalised: bool = False
+    """MCQ `correct` as (acc - 1/k) / (1 - 1/k), k the number of options (papers.md sec. 4),
+    so questions with different option counts weigh alike."""
+    judges: list[JudgeConfig] = field(default_factory=list)
+    """Open questions: the judge endpoints (paper: GPT-4o, DeepSeek-V3, Qwen3-32B). Empty: the
+    policy judges as its `judge` role."""
+    judge_aggregate: str = "min"
+    """How the judges' scores combine per answer: `min` (the paper's ensemble) or `mean`."""
+    judge_trainable: bool = False
+    """With the policy as judge: whether its `judge` turns are trained (they get the episode's
+    advantage, like every other role)."""
+    judge_cache_dir: str = ".lexrl_cache/judge"
+    """On-disk cache of judge replies keyed by model, messages and sampling: a re-evaluation
+    or a resumed run pays for no judge call twice."""
+    judge_max_parse_retries: int = 2
+    """With the policy as judge: times an unparsable judgment is re-asked with the reason."""

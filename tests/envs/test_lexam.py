@@ -1,0 +1,119 @@
+"""The LEXam env's episodes, played by scripted policies: rewards, workflows, judges."""
+
+import asyncio
+
+import pytest
+from transformers import AutoTokenizer
+
+from lexrl.envs.lexam.env import LexamEnv
+from lexrl.envs.lexam.options import LexamEnvConfig
+from lexrl.rewards.judge import JudgeClient, JudgeConfig
+from lexrl.rollout.policy import ScriptedPolicy
+from tests.rewards.test_judge import FakeServer
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_path):
+    return AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+def play(env, task, tokenizer, replies):
+    """One episode whose every `chat` answers with the next reply for its role."""
+    asked = []
+
+    def teacher(role, messages):
+        asked.append((role, messages))
+        return replies[role].pop(0)
+
+    policy = ScriptedPolicy(tokenizer, task.id, teacher)
+    return asyncio.run(env.run_episode(task, policy)), asked
+
+
+def test_the_shipped_sample_splits_by_course():
+    env = LexamEnv(LexamEnvConfig())
+    train, test = env.tasks("train"), env.tasks("test")
+    assert len(train) + len(test) == 150
+    assert not {t.meta["course"] for t in train} & {t.meta["course"] for t in test}
+    assert env.stats()["test"]["questions"] == len(test) > 0
+    with pytest.raises(ValueError, match="splits train, test"):
+        env.tasks("dev")
+
+
+def test_mcq_rewards_the_last_marker_and_shapes_the_format(tokenizer):
+    env = LexamEnv(LexamEnvConfig(format_weight=0.1))
+    task = env.tasks("test")[0]
+    right, wrong = "ABCD"[task.gold], "ABCD"[(task.gold + 1) % 4]
+    trajectory, asked = play(
+        env, task, tokenizer, {"examinee": [f"###{wrong}### no, ###{right}###"]}
+    )
+    assert trajectory.components == {"correct": 1.0, "format": pytest.approx(0.1)}
+    assert trajectory.reward == pytest.approx(1.1) and trajectory.metrics["accuracy"] == 1.0
+    prompt = asked[0][1][0]["content"]
+    assert task.inputs["question"] in prompt and "\nA. " in prompt and "\nD. " in prompt
+    trajectory, _ = play(env, task, tokenizer, {"examinee": [f"I think {right}."]})
+    assert trajectory.reward == 0.0 and trajectory.metrics["parsed"] == 0.0
+
+
+def test_draft_review_answers_with_the_reviewers_marker(tokenizer):
+    env = LexamEnv(LexamEnvConfig(workflow="draft_review"))
+    task = env.tasks("train")[0]
+    right, wrong = "ABCD"[task.gold], "ABCD"[(task.gold + 1) % 4]
+    replies = {"examinee": [f"###{wrong}###"], "reviewer": [f"The draft errs. ###{right}###"]}
+    trajectory, asked = play(env, task, tokenizer, replies)
+    assert [role for role, _ in asked] == ["examinee", "reviewer"]
+    assert f"###{wrong}###" in asked[1][1][0]["content"]
+    assert trajectory.metrics == {"accuracy": 1.0, "parsed": 1.0, "draft_accuracy": 0.0}
+    assert [turn.role for turn in trajectory.turns] == ["examinee", "reviewer"]
+
+
+def open_env(**options):
+    return LexamEnv(LexamEnvConfig(config="open_question", **options))
+
+
+def test_the_policy_judges_open_answers_and_a_failed_judgment_fails_the_episode(tokenizer):
+    env = open_env()
+    task = env.tasks("test")[0]
+    replies = {"examinee": ["<think>draft</think>Art. 41 OR applies."], "judge": ["Good. [[0.7]]"]}
+    trajectory, asked = play(env, task, tokenizer, replies)
+    judge_prompt = asked[1][1][0]["content"]
+    assert "Art. 41 OR applies." in judge_prompt and "<think>" not in judge_prompt
+    assert task.gold in judge_prompt
+    assert trajectory.reward == pytest.approx(0.7) and trajectory.failed is None
+    assert [(t.role, t.trainable) for t in trajectory.turns] == [
+        ("examinee", True),
+        ("judge", False),
+    ]
+
+    replies = {"examinee": ["An answer."], "judge": ["No score.", "Still none.", "Nope."]}
+    trajectory, asked = play(env, task, tokenizer, replies)
+    assert [role for role, _ in asked] == ["examinee", "judge", "judge", "judge"]
+    assert "[[" in asked[2][1][-1]["content"]  # the re-ask states the format
+    assert trajectory.failed.startswith("judge failed") and trajectory.components == {}
+
+
+def test_endpoint_judges_take_the_minimum_and_are_recorded(tokenizer, tmp_path):
+    server = FakeServer({"judge-a": ["Fine. [[0.8]]"], "judge-b": ["Weak. [[0.3]]"]})
+    configs = [JudgeConfig("http://judge.test/v1", model) for model in ("judge-a", "judge-b")]
+    env = open_env(judges=configs, judge_cache_dir=str(tmp_path))
+    env.__dict__["judge_client"] = JudgeClient(
+        configs, tmp_path, "min", http_client_factory=server.http_client
+    )
+    task = env.tasks("test")[0]
+    trajectory, _ = play(env, task, tokenizer, {"examinee": ["Art. 41 OR."]})
+    assert trajectory.reward == pytest.approx(0.3) and len(server.requests) == 2
+    judged = [turn for turn in trajectory.turns if turn.role == "judge"]
+    assert {turn.text for turn in judged} == {"Fine. [[0.8]]", "Weak. [[0.3]]"}
+    assert not any(turn.trainable for turn in judged)
+    assert {step["judge"]["judge"] for step in trajectory.steps} == {"judge-a", "judge-b"}
+
+
+def test_a_judge_endpoint_that_stays_down_fails_the_episode(tokenizer, tmp_path):
+    server = FakeServer({"judge-a": [(503, "down")]})
+    configs = [JudgeConfig("http://judge.test/v1", "judge-a", max_retries=1)]
+    env = open_env(judges=configs)
+    env.__dict__["judge_client"] = JudgeClient(
+        configs, tmp_path, "min", http_client_factory=server.http_client
+    )
+    trajectory, _ = play(env, env.tasks("test")[0], tokenizer, {"examinee": ["An answer."]})
+    assert trajectory.failed and "503" in trajectory.failed and trajectory.components == {}
+    assert len(server.requests) == 2  # the first try and one retry by the openai client
