@@ -110,6 +110,8 @@ def _evaluate(config: Config, checkpoint: str | None) -> None:
         print_summary,
         rollout_split,
         summarize,
+        summary_intervals,
+        write_groups,
     )
 
     out_dir = evaluation_dir(config, checkpoint)
@@ -121,7 +123,13 @@ def _evaluate(config: Config, checkpoint: str | None) -> None:
     if not isinstance(env, StatuteEnv):
         if groups is None:
             raise SystemExit(f"env {config.env.name!r} has no baselines: set `eval.policy: true`")
-        print_summary({checkpoint or "base": summarize(groups)})
+        name, split = checkpoint or "base", config.eval.split
+        summary, intervals = summarize(groups), summary_intervals(groups)
+        print_summary({name: summary}, intervals={name: intervals})
+        write_groups(groups, out_dir / f"eval_{split}.jsonl")
+        report = {"summary": summary, "intervals": intervals}
+        (out_dir / f"eval_{split}_report.json").write_text(json.dumps(report, indent=2))
+        print(f"report: {out_dir / f'eval_{split}_report.json'} (per-task .jsonl beside it)")
         return
     from lexrl.eval.statute_report import print_report, statute_report
 

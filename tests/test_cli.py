@@ -226,3 +226,22 @@ def test_a_mistyped_option_is_one_line(tmp_path):
     assert result.stderr.strip() == (
         "config error: unknown option --grpo.nume_generations; did you mean --grpo.num_generations?"
     )
+
+
+@pytest.mark.slow
+def test_lexam_eval_prints_means_with_intervals_and_writes_the_report(tmp_path, model_cache):
+    config = tmp_path / "lexam.yaml"
+    config.write_text(
+        f"model:\n  name_or_path: tiny\n  cache_dir: {model_cache}\n"
+        "rollout:\n  max_new_tokens: 8\n"
+        "env:\n  name: lexam\n"
+        f"eval:\n  max_tasks: 4\n  samples_per_task: 2\nrun:\n  output_dir: {tmp_path / 'run'}\n"
+    )
+    result = run_lexrl("eval", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "accuracy" in result.stdout and "parsed" in result.stdout
+    line = next(line for line in result.stdout.splitlines() if line.startswith("report: "))
+    report = json.loads(Path(line.split()[1]).read_text())
+    assert report["summary"]["episodes"] == 8
+    assert set(report["intervals"]) >= {"reward", "accuracy", "parsed", "correct", "format"}
+    assert len((Path(line.split()[1]).parent / "eval_test.jsonl").read_text().splitlines()) == 4

@@ -15,6 +15,7 @@ from transformers import PreTrainedTokenizerBase
 
 from lexrl.config import Config
 from lexrl.envs.base import Env
+from lexrl.eval.bootstrap import mean_with_ci
 from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.policy import Policy
@@ -41,6 +42,24 @@ def summarize(groups: list[Group]) -> dict[str, float]:
                 trajectories
             )
     return summary
+
+
+def summary_intervals(groups: list[Group]) -> dict[str, dict[str, float]]:
+    """Percentile-bootstrap 95% intervals of the `summarize` means, the evaluation tasks being
+    the resampled unit (a task's episodes are not independent draws): {key: {mean, low, high}}.
+    Failed episodes are left out, as in the means."""
+    per_task: dict[str, list[float]] = {}
+    for group in groups:
+        scored = [t for t in group.trajectories if not t.failed]
+        if not scored:
+            continue
+        values: dict[str, list[float]] = {"reward": [t.reward for t in scored]}
+        for source in ("components", "metrics"):
+            for key in sorted({k for t in scored for k in getattr(t, source)}):
+                values[key] = [getattr(t, source).get(key, 0.0) for t in scored]
+        for key, episode_values in values.items():
+            per_task.setdefault(key, []).append(sum(episode_values) / len(episode_values))
+    return {key: mean_with_ci(means) for key, means in per_task.items()}
 
 
 def eval_tasks(env: Env, config: Config) -> list[Task]:
@@ -121,20 +140,36 @@ def evaluate(
     config: Config,
     out_dir: str | Path | None = None,
     name: str = "eval",
-) -> dict[str, float]:
-    """Roll out the evaluation split and average the episode metrics; writes
-    `<out_dir>/<name>.jsonl` (one task a line, trajectories included) and `<name>_summary.json`."""
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Roll out the evaluation split; the means of the episode metrics and their 95% intervals
+    (`summary_intervals`). Writes `<out_dir>/<name>.jsonl` (one task a line, trajectories
+    included), `<name>_summary.json` and `<name>_intervals.json`."""
     groups = rollout_split(env, backend, tokenizer, config, name)
-    summary = summarize(groups)
+    summary, intervals = summarize(groups), summary_intervals(groups)
     if out_dir is not None:
         write_groups(groups, Path(out_dir) / f"{name}.jsonl")
         (Path(out_dir) / f"{name}_summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
+        (Path(out_dir) / f"{name}_intervals.json").write_text(json.dumps(intervals, indent=2))
+    return summary, intervals
 
 
-def print_summary(summaries: dict[str, dict[str, float]], console: Console | None = None) -> None:
-    """One column per evaluated policy (e.g. before / after GRPO), one row per metric."""
+def print_summary(
+    summaries: dict[str, dict[str, float]],
+    console: Console | None = None,
+    intervals: dict[str, dict[str, dict[str, float]]] | None = None,
+) -> None:
+    """One column per evaluated policy (e.g. before / after GRPO), one row per metric; a mean
+    with an interval in `intervals[policy][metric]` is followed by it."""
     console = console or Console()
+    intervals = intervals or {}
+
+    def cell(name: str, key: str) -> str:
+        text = f"{summaries[name].get(key, float('nan')):.4f}"
+        interval = intervals.get(name, {}).get(key)
+        if interval is not None and interval["low"] != interval["high"]:
+            text += f" [{interval['low']:.3f}, {interval['high']:.3f}]"
+        return text
+
     table = Table(title="evaluation")
     table.add_column("metric")
     names = list(summaries)
@@ -142,5 +177,5 @@ def print_summary(summaries: dict[str, dict[str, float]], console: Console | Non
         table.add_column(name, justify="right")
     keys = list(dict.fromkeys(k for s in summaries.values() for k in s))
     for key in keys:
-        table.add_row(key, *(f"{summaries[n].get(key, float('nan')):.4f}" for n in names))
+        table.add_row(key, *(cell(name, key) for name in names))
     console.print(table)

@@ -311,16 +311,20 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         save_config(config, output_dir / "config.yaml")
 
     summaries: dict[str, dict[str, float]] = {}
+    intervals: dict[str, dict[str, dict[str, float]]] = {}
     before_file = output_dir / "eval_before_summary.json"
     if config.run.eval_before and main:
         if before_file.is_file() and checkpoint is not None:
             summaries["before"] = json.loads(before_file.read_text())
+            intervals_file = output_dir / "eval_before_intervals.json"
+            if intervals_file.is_file():
+                intervals["before"] = json.loads(intervals_file.read_text())
         else:
             with torch.random.fork_rng():
-                summaries["before"] = evaluate(
+                summaries["before"], intervals["before"] = evaluate(
                     env, backend, tokenizer, config, output_dir, "eval_before"
                 )
-            print_summary(summaries, console)
+            print_summary(summaries, console, intervals)
     accelerator.wait_for_everyone()
 
     train_tasks = env.tasks("train")
@@ -418,8 +422,10 @@ def train(config: Config) -> dict[str, dict[str, float]]:
     if prefetch is not None:
         prefetch.shutdown()
     if config.run.eval_after and main:
-        summaries["after"] = evaluate(env, backend, tokenizer, config, output_dir, "eval_after")
-        print_summary(summaries, console)
+        summaries["after"], intervals["after"] = evaluate(
+            env, backend, tokenizer, config, output_dir, "eval_after"
+        )
+        print_summary(summaries, console, intervals)
         (output_dir / "eval_summary.json").write_text(json.dumps(summaries, indent=2))
         curve = plot_learning_curve(output_dir, summaries)
         console.print(f"learning curve: {curve}")
