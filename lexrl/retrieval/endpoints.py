@@ -19,40 +19,16 @@ embeddings API, and `/rerank`, not an OpenAI route, goes through the same client
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 
-import httpx
 import numpy as np
 import openai
 
 from lexrl.retrieval.dense import TextKind
 
-RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
-
 
 class EndpointError(RuntimeError):
     """A served model failed after the retries; the message names the URL and the reply."""
-
-
-def post_with_retries(
-    client: httpx.Client, url: str, payload: dict, max_retries: int = 3, backoff_s: float = 1.0
-) -> httpx.Response:
-    """POST, retrying connection errors and 408/429/5xx with exponential backoff; returns the
-    first reply that is a success or a non-retryable status. Only the `vllm-server` rollout
-    backend still uses it (its non-2xx replies are data, e.g. an adapter already loaded)."""
-    for attempt in range(max_retries + 1):
-        try:
-            reply = client.post(url, json=payload)
-        except httpx.TransportError as error:
-            failure = f"{type(error).__name__}: {error}"
-        else:
-            if reply.status_code == 200 or reply.status_code not in RETRYABLE_STATUS:
-                return reply
-            failure = f"HTTP {reply.status_code}: {reply.text[:300]}"
-        if attempt < max_retries:
-            time.sleep(backoff_s * 2**attempt)
-    raise EndpointError(f"{url}: failed after {max_retries + 1} attempts; last: {failure}")
 
 
 class _Endpoint:

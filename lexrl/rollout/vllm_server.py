@@ -15,18 +15,24 @@ is the untrained adapter (LoRA's B = 0), i.e. the served base itself.
 
 Several URLs are replicas: each request goes to the one with the fewest requests in flight.
 HTTP calls run in a thread pool of `max_concurrency` workers, so any event loop can await them.
+
+Transport retries (connection errors, timeouts, 408/409/429/5xx, exponential backoff from 0.5 s,
+Retry-After honoured) are the `openai` client's, one per replica, as for the LLM judges and the
+retrieval endpoints: these routes are not OpenAI's, so they go through its low-level `post`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import openai
 
-from lexrl.retrieval.endpoints import EndpointError, post_with_retries
+from lexrl.retrieval.endpoints import EndpointError
 from lexrl.rollout.backend import Completion, Sampling
 
 
@@ -75,7 +81,21 @@ class VLLMServerBackend:
         self.requests_sent = [0] * len(self.base_urls)
         self._in_flight = [0] * len(self.base_urls)
         self._lock = threading.Lock()
-        self._client = httpx.Client(timeout=timeout_s)
+        # One pool of `max_concurrency` connections per replica, for as many worker threads.
+        limits = httpx.Limits(
+            max_connections=max_concurrency, max_keepalive_connections=max_concurrency
+        )
+        self._clients = [
+            openai.OpenAI(
+                base_url=f"{url}/v1",
+                # The openai client refuses an empty key; `lexrl serve` asks for none.
+                api_key="EMPTY",
+                timeout=timeout_s,
+                max_retries=max_retries,
+                http_client=httpx.Client(timeout=timeout_s, limits=limits),
+            )
+            for url in self.base_urls
+        ]
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="vllm")
 
     def _pick_replica(self) -> int:
@@ -85,8 +105,27 @@ class VLLMServerBackend:
             self.requests_sent[replica] += 1
         return replica
 
-    def _post(self, url: str, payload: dict) -> httpx.Response:
-        return post_with_retries(self._client, url, payload, self.max_retries, backoff_s=0.5)
+    def _post(self, replica: int, route: str, payload: dict) -> httpx.Response:
+        """POST `payload` to `<url>/v1<route>` through the replica's openai client; the 2xx reply.
+
+        A non-2xx status left after the client's retries raises openai.APIStatusError, whose
+        `.response` callers read (an adapter already loaded is a 400); a transport failure left
+        after them raises EndpointError."""
+        try:
+            return self._clients[replica].post(route, cast_to=httpx.Response, body=payload)
+        except openai.APIStatusError:
+            raise
+        except openai.APIError as error:
+            raise EndpointError(
+                f"{self.base_urls[replica]}/v1{route}: {type(error).__name__} after "
+                f"{self.max_retries + 1} attempts: {error}"
+            ) from None
+
+    def _unload(self, replica: int, name: str) -> None:
+        """Unload adapter `name`; a status error is ignored (another process sharing the server,
+        or a restarted server, may no longer hold it)."""
+        with contextlib.suppress(openai.APIStatusError):
+            self._post(replica, "/unload_lora_adapter", {"lora_name": name})
 
     def complete(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
         """One blocking completion (what `generate` runs in the thread pool)."""
@@ -108,12 +147,13 @@ class VLLMServerBackend:
         replica = self._pick_replica()
         url = f"{self.base_urls[replica]}/v1/completions"
         try:
-            reply = self._post(url, payload)
+            reply = self._post(replica, "/completions", payload)
+        except openai.APIStatusError as error:
+            status, text = error.response.status_code, error.response.text
+            raise EndpointError(f"{url}: HTTP {status}: {text[:300]}") from None
         finally:
             with self._lock:
                 self._in_flight[replica] -= 1
-        if reply.status_code != 200:
-            raise EndpointError(f"{url}: HTTP {reply.status_code}: {reply.text[:300]}")
         ids, logprobs = parse_completion(reply.json()["choices"][0], url)
         return Completion(ids, logprobs, version)
 
@@ -126,24 +166,28 @@ class VLLMServerBackend:
         unload names older than the last `keep_adapters`."""
         name = adapter_name(version)
         payload = {"lora_name": name, "lora_path": str(Path(adapter_dir).resolve())}
-        for base in self.base_urls:
-            reply = self._post(f"{base}/v1/load_lora_adapter", payload)
-            if reply.status_code == 400 and "already" in reply.text:
-                # A restarted trainer reuses version numbers the server still holds.
-                self._post(f"{base}/v1/unload_lora_adapter", {"lora_name": name})
-                reply = self._post(f"{base}/v1/load_lora_adapter", payload)
-            if reply.status_code != 200:
+        for replica, base in enumerate(self.base_urls):
+            try:
+                try:
+                    self._post(replica, "/load_lora_adapter", payload)
+                except openai.APIStatusError as error:
+                    if error.response.status_code != 400 or "already" not in error.response.text:
+                        raise
+                    # A restarted trainer reuses version numbers the server still holds.
+                    self._unload(replica, name)
+                    self._post(replica, "/load_lora_adapter", payload)
+            except openai.APIStatusError as error:
                 raise EndpointError(
-                    f"{base}/v1/load_lora_adapter ({adapter_dir}): HTTP {reply.status_code}: "
-                    f"{reply.text[:300]} (is the server started with --enable-lora and "
-                    "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1?)"
-                )
+                    f"{base}/v1/load_lora_adapter ({adapter_dir}): HTTP "
+                    f"{error.response.status_code}: {error.response.text[:300]} (is the server "
+                    "started with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=1?)"
+                ) from None
         self.loaded.append(name)
         self.use_adapter(version)
         while len(self.loaded) > self.keep_adapters:
             old = self.loaded.pop(0)
-            for base in self.base_urls:
-                self._post(f"{base}/v1/unload_lora_adapter", {"lora_name": old})
+            for replica in range(len(self.base_urls)):
+                self._unload(replica, old)
 
     def use_adapter(self, version: int) -> None:
         """Sample from the adapter of `version` (loaded by this or another process)."""
@@ -158,4 +202,5 @@ class VLLMServerBackend:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
-        self._client.close()
+        for client in self._clients:
+            client.close()
