@@ -117,3 +117,13 @@ def test_a_judge_endpoint_that_stays_down_fails_the_episode(tokenizer, tmp_path)
     trajectory, _ = play(env, env.tasks("test")[0], tokenizer, {"examinee": ["An answer."]})
     assert trajectory.failed and "503" in trajectory.failed and trajectory.components == {}
     assert len(server.requests) == 2  # the first try and one retry by the openai client
+
+
+def test_the_brief_prompt_shows_one_worked_example_before_the_question(tokenizer):
+    env = LexamEnv(LexamEnvConfig(prompt="brief"))
+    task = env.tasks("train")[0]
+    _, asked = play(env, task, tokenizer, {"examinee": ["###A###"]})
+    messages = asked[0][1]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == "###B###" and "Federal Supreme Court" in messages[0]["content"]
+    assert task.inputs["question"] in messages[2]["content"]

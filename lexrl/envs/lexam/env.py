@@ -86,6 +86,8 @@ class LexamEnv(Env):
             "reviewer": load_prompt("reviewer_open" if self.open else "reviewer_mcq"),
             "judge_system": load_prompt("judge_system"),
             "judge_user": load_prompt("judge_user"),
+            "brief_example_question": load_prompt("brief_example_question").strip(),
+            "brief_example_answer": load_prompt("brief_example_answer").strip(),
         }
 
     @classmethod
@@ -133,7 +135,7 @@ class LexamEnv(Env):
         draft = await policy.chat(
             "examinee",
             self.prompts["examinee"].format(course=course),
-            [{"role": "user", "content": f"{question}\nAnswer:"}],
+            [*self.demonstration(), {"role": "user", "content": f"{question}\nAnswer:"}],
             max_new_tokens=self.config.max_new_tokens,
         )
         answer = draft
@@ -147,6 +149,17 @@ class LexamEnv(Env):
         if self.open:
             return await self._judged(task, policy, answer)
         return self._scored_mcq(task, policy, draft, answer)
+
+    def demonstration(self) -> list[dict[str, str]]:
+        """The `brief` prompt's one worked exchange (a made-up question, not from LEXam): with
+        it SmolLM2-135M writes the `###X###` marker in about half of its answers, without it in
+        under one in twenty (docs/benchmarks.md)."""
+        if self.open or self.config.prompt != "brief":
+            return []
+        return [
+            {"role": "user", "content": self.prompts["brief_example_question"]},
+            {"role": "assistant", "content": self.prompts["brief_example_answer"]},
+        ]
 
     def _scored_mcq(self, task: Task, policy: Policy, draft: str, answer: str) -> Trajectory:
         n_options = task.meta["n_options"]

@@ -30,8 +30,8 @@ class LexamEnvConfig:
     policy)."""
     prompt: str = "paper"
     """MCQ examinee prompt: `paper` (LEXam App. E.4: step-by-step legal reasoning ending in
-    `Correct Answer: ###C###`) or `brief` (the label alone, for a model too small to follow the
-    long prompt; the CPU demo's way in)."""
+    `Correct Answer: ###C###`) or `brief` (the marked label alone, after one worked example
+    exchange; for a model too small to follow the paper's prompt, the CPU demo's way in)."""
     max_new_tokens: int | None = None
     """Tokens per answer; None: `rollout.max_new_tokens`."""
     format_weight: float = 0.0
