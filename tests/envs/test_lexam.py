@@ -121,9 +121,13 @@ def test_a_judge_endpoint_that_stays_down_fails_the_episode(tokenizer, tmp_path)
 
 def test_the_brief_prompt_shows_one_worked_example_before_the_question(tokenizer):
     env = LexamEnv(LexamEnvConfig(prompt="brief"))
-    task = env.tasks("train")[0]
-    _, asked = play(env, task, tokenizer, {"examinee": ["###A###"]})
-    messages = asked[0][1]
-    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
-    assert messages[1]["content"] == "###B###" and "Federal Supreme Court" in messages[0]["content"]
-    assert task.inputs["question"] in messages[2]["content"]
+    labels = set()
+    for task in env.tasks("train")[:12]:
+        _, asked = play(env, task, tokenizer, {"examinee": ["###A###"]})
+        example, answer, question = asked[0][1]
+        assert [m["role"] for m in (example, answer, question)] == ["user", "assistant", "user"]
+        assert task.inputs["question"] in question["content"]
+        label = answer["content"].strip("#")
+        assert f"\n{label}. The Federal Supreme Court" in example["content"]
+        labels.add(label)
+    assert len(labels) > 1, "the example's answer letter should vary with the task"

@@ -13,6 +13,7 @@ it out of its group's advantages and the metrics count it as `judge/failed`, nev
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from functools import cached_property
 from importlib import resources
 from typing import Any
@@ -20,7 +21,13 @@ from typing import Any
 from lexrl.envs.base import Env
 from lexrl.envs.lexam.data import default_sample, load_lexam, split_by_course, to_task
 from lexrl.envs.lexam.options import LexamEnvConfig
-from lexrl.envs.lexam.reward import format_choices, mcq_reward, parse_mcq_answer, total
+from lexrl.envs.lexam.reward import (
+    format_choices,
+    mcq_reward,
+    option_label,
+    parse_mcq_answer,
+    total,
+)
 from lexrl.rewards.judge import (
     BRACKET_FORMAT,
     JudgeClient,
@@ -74,9 +81,9 @@ class LexamEnv(Env):
             roles.append("judge")
         self.roles = tuple(roles)
         self.reward_components = ("score",) if self.open else ("correct", "format")
-        self.episode_metrics = (
-            ("score", "judge_calls") if self.open else ("accuracy", "parsed", "draft_accuracy")
-        )
+        self.episode_metrics = ("score", "judge_calls") if self.open else ("accuracy", "parsed")
+        if not self.open and config.workflow == "draft_review":
+            self.episode_metrics += ("draft_accuracy",)
         self.prompts = {
             "examinee": load_prompt(
                 "examinee_open"
@@ -86,8 +93,7 @@ class LexamEnv(Env):
             "reviewer": load_prompt("reviewer_open" if self.open else "reviewer_mcq"),
             "judge_system": load_prompt("judge_system"),
             "judge_user": load_prompt("judge_user"),
-            "brief_example_question": load_prompt("brief_example_question").strip(),
-            "brief_example_answer": load_prompt("brief_example_answer").strip(),
+            "brief_example": load_prompt("brief_example"),
         }
 
     @classmethod
@@ -135,7 +141,7 @@ class LexamEnv(Env):
         draft = await policy.chat(
             "examinee",
             self.prompts["examinee"].format(course=course),
-            [*self.demonstration(), {"role": "user", "content": f"{question}\nAnswer:"}],
+            [*self.demonstration(task), {"role": "user", "content": f"{question}\nAnswer:"}],
             max_new_tokens=self.config.max_new_tokens,
         )
         answer = draft
@@ -150,26 +156,32 @@ class LexamEnv(Env):
             return await self._judged(task, policy, answer)
         return self._scored_mcq(task, policy, draft, answer)
 
-    def demonstration(self) -> list[dict[str, str]]:
-        """The `brief` prompt's one worked exchange (a made-up question, not from LEXam): with
-        it SmolLM2-135M writes the `###X###` marker in about half of its answers, without it in
-        under one in twenty (docs/benchmarks.md)."""
+    def demonstration(self, task: Task) -> list[dict[str, str]]:
+        """The `brief` prompt's one worked exchange (`prompts/brief_example.txt`, a made-up
+        question, not from LEXam; `*` marks its right option): with it SmolLM2-135M writes the
+        `###X###` marker in about half of its answers, without it in under one in twenty
+        (docs/benchmarks.md). Its options are rotated by the task id, so the example's answer
+        letter varies and copying it is no strategy."""
         if self.open or self.config.prompt != "brief":
             return []
+        stem, *lines = self.prompts["brief_example"].strip().splitlines()
+        right = next(i for i, line in enumerate(lines) if line.startswith("*"))
+        options = [line[1:].strip() for line in lines]
+        shift = zlib.crc32(task.id.encode()) % len(options)
+        rotated = options[-shift:] + options[:-shift] if shift else options
+        label = option_label((right + shift) % len(options), len(options))
         return [
-            {"role": "user", "content": self.prompts["brief_example_question"]},
-            {"role": "assistant", "content": self.prompts["brief_example_answer"]},
+            {"role": "user", "content": f"Question: {stem}{format_choices(rotated)}\nAnswer:"},
+            {"role": "assistant", "content": f"###{label}###"},
         ]
 
     def _scored_mcq(self, task: Task, policy: Policy, draft: str, answer: str) -> Trajectory:
         n_options = task.meta["n_options"]
         components = mcq_reward(answer, task.gold, n_options, self.config.chance_normalised)
         predicted = parse_mcq_answer(answer, n_options)
-        metrics = {
-            "accuracy": float(predicted == task.gold),
-            "parsed": components["format"],
-            "draft_accuracy": float(parse_mcq_answer(draft, n_options) == task.gold),
-        }
+        metrics = {"accuracy": float(predicted == task.gold), "parsed": components["format"]}
+        if self.config.workflow == "draft_review":
+            metrics["draft_accuracy"] = float(parse_mcq_answer(draft, n_options) == task.gold)
         weighted = {
             "correct": components["correct"],
             "format": total(components, self.config.format_weight) - components["correct"],
