@@ -103,7 +103,7 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
 
 def _evaluate(config: Config, checkpoint: str | None) -> None:
     from lexrl.envs import make_env
-    from lexrl.envs.statute import StatuteEnv
+    from lexrl.envs.statute.env import StatuteEnv
     from lexrl.eval.evaluate import (
         eval_tasks,
         evaluation_dir,

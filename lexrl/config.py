@@ -16,6 +16,7 @@ from pathlib import Path
 import draccus
 
 from lexrl.envs.lexam.options import LexamEnvConfig
+from lexrl.envs.statute.options import StatuteEnvConfig
 
 
 class ConfigError(ValueError):
@@ -158,97 +159,11 @@ class GRPOConfig:
 
 
 @dataclass
-class RetrievalConfig:
-    first_stage: str = "bm25"
-    """`bm25` (bm25s; jieba tokens and STARD's stopwords for Chinese) or `dense` (LegalMALR sec.
-    4.1 uses Qwen3-Embedding-4B; set `dense_model`)."""
-    bm25_variant: str = "lucene"
-    """`lucene`: bm25s' Lucene BM25 (k1 1.5, b 0.75, idf never negative). `stard`: the scorer of
-    the STARD authors' `src/BM25` code (Robertson idf, k1 1.3, b 0.75, query-term weight with
-    k2 1.5), for reproducing the paper's BM25 baselines; docs/benchmarks.md compares the two."""
-    dense_model: str = ""
-    """sentence-transformers model id or folder (paper: `Qwen/Qwen3-Embedding-4B`), `tiny` for a
-    random-weight model built offline (tests, CPU demo), or the model name an endpoint serves."""
-    dense_endpoint: str = ""
-    """OpenAI-compatible base URL (`http://host:8000/v1`) serving `dense_model` on `/embeddings`;
-    empty: run the model in this process."""
-    dense_query_prompt: str = ""
-    """Text put before every query, never before a document (Qwen3-Embedding: `Instruct: Given a
-    legal question, retrieve the statute articles that apply\nQuery:`)."""
-    reranker_model: str = ""
-    """Light reranker over the first stage's top `first_stage_k` (paper: `Qwen/Qwen3-Reranker-4B`,
-    as a sentence-transformers CrossEncoder / sequence-classification checkpoint), `tiny`, or the
-    model name an endpoint serves; empty: no reranker, the first stage's order is kept."""
-    reranker_endpoint: str = ""
-    """OpenAI-compatible base URL serving `reranker_model` on `/rerank`; empty: local."""
-    api_key_env: str = "LEXRL_RETRIEVAL_API_KEY"
-    """Environment variable holding the endpoints' API key (unset: "EMPTY" is sent, which a server
-    without authentication ignores)."""
-    device: str = ""
-    """Torch device of local dense/reranker models; empty: this process's GPU (`cuda:LOCAL_RANK`)
-    when there is one, else the CPU. With 8 training processes and 4B retrieval models, serve
-    them once instead (`dense_endpoint`, `reranker_endpoint`)."""
-    batch_size: int = 32
-    """Encoder / reranker batch size."""
-    index_dir: str = ".lexrl_cache/index"
-    """Where `lexrl index` caches the corpus embedding matrix (keyed by model and corpus)."""
-    cache_size: int = 100_000
-    """LRU cache entries of (query, k) -> results; 0 disables it."""
-
-
-@dataclass
-class StatuteEnvConfig:
-    dataset: str = "demo"
-    """`demo` (the built-in synthetic statute world), `stard`, `csaid` or `jsonl` (files below)."""
-    queries_path: str = ""
-    """`stard`: the release's `queries.json`. `csaid`: the JSON dict of `{"query", "label",
-    "label_length"}` keyed by query id (test split only). `jsonl`: a questions file with `{split}` in its name,
-    one `{"id", "query", "gold": [article ids]}` a line."""
-    split_path: str = ""
-    """`stard`: `{"train": [query_id], "test": [...]}`; empty: the 1,234/309 split of later work,
-    shipped with lexrl (the same as ../shared/data/stard/split.json)."""
-    corpus_path: str = ""
-    """Corpus file: one `{"id", "name", "content"}` article a line (STARD's `corpus.jsonl`, and
-    `jsonl`), or for `csaid` a JSON list of article strings. For `stard` and `csaid` it may be
-    empty: the gold articles of the queries file are then the corpus, and reports say so."""
-    allow_unmatched_gold: bool = False
-    """`csaid`: continue when some gold labels match no corpus article (they are dropped, counted
-    and reported); false stops with the count and examples."""
-    stopwords_path: str = ""
-    """Chinese BM25 stopwords, one a line; empty = STARD's list shipped with lexrl."""
-    language: str = "en"
-    """Prompt language: `en` or `zh`."""
-    max_iterations: int = 4
-    """Reformulation iterations before a forced exit (LegalMALR sec. 3.2: at most 4)."""
-    first_stage_k: int = 30
-    """Candidates fetched per emitted query (LegalMALR: dense top-30)."""
-    final_k: int = 10
-    """Candidates kept per query after the light reranker (LegalMALR: top-10)."""
-    alpha: float = 0.1
-    """Coverage-gain shaping coefficient (LegalMALR eq. 3; unspecified there, ours)."""
-    step_penalty: float = 0.05
-    """Penalty per planner step (LegalMALR eq. 4: -0.05 T)."""
-    early_exit_penalty: float = 5.0
-    """Penalty when the planner exits before any retrieval (LegalMALR eq. 4: -5)."""
-    planner_temperature: float = 0.6
-    """Planner sampling temperature (LegalMALR sec. 4.1)."""
-    rewriter_temperature: float = 0.8
-    """Rewrite-agent sampling temperature (LegalMALR sec. 4.1)."""
-    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
-    """First stage and light reranker behind every emitted query."""
-    mas_k: int = 14
-    """MAS-stage cut-off: the pool is truncated to this many candidates (LegalMALR Table 7)."""
-    reward_recall_k: int | None = None
-    """Recall in the reward counts the first k pooled candidates; None = the whole pool (eq. 2).
-    Setting it to `mas_k` rewards exactly what the MAS-stage evaluation measures."""
-
-
-@dataclass
 class EnvConfig:
     name: str = "statute"
     """Registered env name (`lexrl envs` lists them)."""
     statute: StatuteEnvConfig = field(default_factory=StatuteEnvConfig)
-    """Options of the `statute` env."""
+    """Options of the `statute` env (`lexrl/envs/statute/options.py`)."""
     lexam: LexamEnvConfig = field(default_factory=LexamEnvConfig)
     """Options of the `lexam` env (`lexrl/envs/lexam/options.py`)."""
 

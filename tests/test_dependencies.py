@@ -30,7 +30,9 @@ FORBIDDEN = {
 # Options modules: the dataclasses `lexrl.config` composes. They may be imported by the config
 # layer and import nothing of lexrl but each other, so loading a config never pulls in an env,
 # torch or an HTTP client.
-OPTIONS_MODULES = re.compile(r"lexrl\.envs\.\w+\.options|lexrl\.rewards\.judge_config")
+OPTIONS_MODULES = re.compile(
+    r"lexrl\.envs\.\w+\.options|lexrl\.retrieval\.options|lexrl\.rewards\.judge_config"
+)
 
 
 def lexrl_modules(path: Path) -> set[str]:

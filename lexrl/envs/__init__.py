@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 def _statute(config: EnvConfig) -> Env:
-    from lexrl.envs.statute import StatuteEnv
+    from lexrl.envs.statute.env import StatuteEnv
 
     return StatuteEnv.from_config(config.statute)
 

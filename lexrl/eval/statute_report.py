@@ -23,7 +23,7 @@ from rich.table import Table
 from tqdm.auto import tqdm
 
 from lexrl.config import Config
-from lexrl.envs.statute import StatuteEnv
+from lexrl.envs.statute.env import StatuteEnv
 from lexrl.eval.bootstrap import mean_with_ci
 from lexrl.eval.evaluate import summarize, write_groups
 from lexrl.eval.llm_rerank import Candidate, LLMReranker, RerankResult

@@ -6,12 +6,12 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from lexrl.config import RetrievalConfig
 from lexrl.hub import loading
 from lexrl.retrieval.base import CachedRetriever, Retriever
 from lexrl.retrieval.bm25 import BM25Retriever
 from lexrl.retrieval.dense import DenseRetriever, Encoder, SentenceTransformerEncoder
 from lexrl.retrieval.endpoints import EndpointEncoder, EndpointReranker
+from lexrl.retrieval.options import RetrievalConfig
 from lexrl.retrieval.rerank import CrossEncoderReranker, Reranker, RerankingRetriever
 
 

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lexrl.config import StatuteEnvConfig
 from lexrl.envs.data import DatasetError
-from lexrl.envs.statute import StatuteEnv
+from lexrl.envs.statute.env import StatuteEnv
+from lexrl.envs.statute.options import StatuteEnvConfig
 from lexrl.envs.statute.parsing import (
     PLANNER_ACTIONS,
     parse_diagnosis,
@@ -190,7 +190,7 @@ def test_chinese_prompts_load():
 
 
 def test_dense_first_stage_and_reranker_feed_the_pool(tmp_path, tiny_model):
-    from lexrl.config import RetrievalConfig
+    from lexrl.retrieval.options import RetrievalConfig
 
     _, tokenizer = tiny_model
     config = StatuteEnvConfig(

@@ -1,5 +1,1 @@
-"""LegalMALR statute retrieval env (see `env.py`)."""
-
-from lexrl.envs.statute.env import ROLES, StatuteEnv
-
-__all__ = ["ROLES", "StatuteEnv"]
+"""LegalMALR statute retrieval: options, prompts, loaders, the env (`env.py`) and its demo world."""

@@ -26,11 +26,11 @@ from functools import cached_property
 from importlib import resources
 from typing import Any
 
-from lexrl.config import StatuteEnvConfig
 from lexrl.envs.base import Env
 from lexrl.envs.data import DatasetError, read_jsonl
 from lexrl.envs.statute.data import default_stopwords, load_csaid, load_stard, load_stopwords
 from lexrl.envs.statute.demo_world import ACTS, PROCEDURE_TERMS, build_demo_world
+from lexrl.envs.statute.options import StatuteEnvConfig
 from lexrl.envs.statute.parsing import (
     PLANNER_ACTIONS,
     parse_diagnosis,

@@ -1,0 +1,54 @@
+"""Options of the statute env (LegalMALR, papers.md sec. 1; STARD and CSAID)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lexrl.retrieval.options import RetrievalConfig
+
+
+@dataclass
+class StatuteEnvConfig:
+    dataset: str = "demo"
+    """`demo` (the built-in synthetic statute world), `stard`, `csaid` or `jsonl` (files below)."""
+    queries_path: str = ""
+    """`stard`: the release's `queries.json`. `csaid`: the JSON dict of `{"query", "label",
+    "label_length"}` keyed by query id (test split only). `jsonl`: a questions file with `{split}` in its name,
+    one `{"id", "query", "gold": [article ids]}` a line."""
+    split_path: str = ""
+    """`stard`: `{"train": [query_id], "test": [...]}`; empty: the 1,234/309 split of later work,
+    shipped with lexrl (the same as ../shared/data/stard/split.json)."""
+    corpus_path: str = ""
+    """Corpus file: one `{"id", "name", "content"}` article a line (STARD's `corpus.jsonl`, and
+    `jsonl`), or for `csaid` a JSON list of article strings. For `stard` and `csaid` it may be
+    empty: the gold articles of the queries file are then the corpus, and reports say so."""
+    allow_unmatched_gold: bool = False
+    """`csaid`: continue when some gold labels match no corpus article (they are dropped, counted
+    and reported); false stops with the count and examples."""
+    stopwords_path: str = ""
+    """Chinese BM25 stopwords, one a line; empty = STARD's list shipped with lexrl."""
+    language: str = "en"
+    """Prompt language: `en` or `zh`."""
+    max_iterations: int = 4
+    """Reformulation iterations before a forced exit (LegalMALR sec. 3.2: at most 4)."""
+    first_stage_k: int = 30
+    """Candidates fetched per emitted query (LegalMALR: dense top-30)."""
+    final_k: int = 10
+    """Candidates kept per query after the light reranker (LegalMALR: top-10)."""
+    alpha: float = 0.1
+    """Coverage-gain shaping coefficient (LegalMALR eq. 3; unspecified there, ours)."""
+    step_penalty: float = 0.05
+    """Penalty per planner step (LegalMALR eq. 4: -0.05 T)."""
+    early_exit_penalty: float = 5.0
+    """Penalty when the planner exits before any retrieval (LegalMALR eq. 4: -5)."""
+    planner_temperature: float = 0.6
+    """Planner sampling temperature (LegalMALR sec. 4.1)."""
+    rewriter_temperature: float = 0.8
+    """Rewrite-agent sampling temperature (LegalMALR sec. 4.1)."""
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    """First stage and light reranker behind every emitted query."""
+    mas_k: int = 14
+    """MAS-stage cut-off: the pool is truncated to this many candidates (LegalMALR Table 7)."""
+    reward_recall_k: int | None = None
+    """Recall in the reward counts the first k pooled candidates; None = the whole pool (eq. 2).
+    Setting it to `mas_k` rewards exactly what the MAS-stage evaluation measures."""
