@@ -127,7 +127,9 @@ def _evaluate(config: Config, checkpoint: str | None) -> None:
         summary, intervals = summarize(groups), summary_intervals(groups)
         print_summary({name: summary}, intervals={name: intervals})
         write_groups(groups, out_dir / f"eval_{split}.jsonl")
-        report = {"summary": summary, "intervals": intervals}
+        report = {"summary": summary, "intervals": intervals, "env": env.report(groups)}
+        if report["env"] is not None:
+            print(json.dumps(report["env"], indent=2, ensure_ascii=False))
         (out_dir / f"eval_{split}_report.json").write_text(json.dumps(report, indent=2))
         print(f"report: {out_dir / f'eval_{split}_report.json'} (per-task .jsonl beside it)")
         return

@@ -245,3 +245,5 @@ def test_lexam_eval_prints_means_with_intervals_and_writes_the_report(tmp_path, 
     assert report["summary"]["episodes"] == 8
     assert set(report["intervals"]) >= {"reward", "accuracy", "parsed", "correct", "format"}
     assert len((Path(line.split()[1]).parent / "eval_test.jsonl").read_text().splitlines()) == 4
+    assert report["env"]["n"] == 8 and set(report["env"]["by_language"]) == {"en"}
+    assert report["env"]["accuracy"]["mean"] == pytest.approx(report["summary"]["accuracy"])

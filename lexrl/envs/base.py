@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
+from typing import Any
 
 from lexrl.rollout.policy import Policy, Teacher
-from lexrl.types import Task, Trajectory
+from lexrl.types import Group, Task, Trajectory
 
 
 class Env(ABC):
@@ -31,6 +32,11 @@ class Env(ABC):
     def teacher(self, task: Task, rng: random.Random) -> Teacher:
         """A scripted stand-in for the policy (warm-start data); envs without one raise."""
         raise NotImplementedError(f"env {self.name!r} has no scripted teacher for warm-start")
+
+    def report(self, groups: list[Group]) -> dict[str, Any] | None:
+        """The env's own breakdown of an evaluation (e.g. accuracy by language, with intervals),
+        added to `lexrl eval`'s report; None when the episode means say it all."""
+        return None
 
     def text_corpus(self) -> list[str]:
         """Text the built-in tiny model's tokenizer is trained on (prompts, documents, questions)."""

@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.table import Table
 from transformers import PreTrainedTokenizerBase
 
+from lexrl.bootstrap import mean_with_ci
 from lexrl.config import Config
 from lexrl.envs.base import Env
-from lexrl.eval.bootstrap import mean_with_ci
 from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.policy import Policy

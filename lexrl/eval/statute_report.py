@@ -22,9 +22,9 @@ from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
+from lexrl.bootstrap import mean_with_ci
 from lexrl.config import Config
 from lexrl.envs.statute.env import StatuteEnv
-from lexrl.eval.bootstrap import mean_with_ci
 from lexrl.eval.evaluate import summarize, write_groups
 from lexrl.eval.llm_rerank import Candidate, LLMReranker, RerankResult
 from lexrl.eval.ranking import metric_names, per_query_metrics

@@ -131,3 +131,27 @@ def test_the_brief_prompt_shows_one_worked_example_before_the_question(tokenizer
         assert f"\n{label}. The Federal Supreme Court" in example["content"]
         labels.add(label)
     assert len(labels) > 1, "the example's answer letter should vary with the task"
+
+
+def test_the_report_breaks_accuracy_down_and_counts_failed_judgments(tokenizer):
+    from lexrl.types import Group
+
+    env = LexamEnv(LexamEnvConfig())
+    tasks = env.tasks("test")[:2]
+    groups = []
+    for task in tasks:
+        right, wrong = "ABCD"[task.gold], "ABCD"[(task.gold + 1) % 4]
+        answers = [f"###{right}###", f"###{wrong}###", "no marker"]
+        trajectories = [play(env, task, tokenizer, {"examinee": [a]})[0] for a in answers]
+        groups.append(Group(task, trajectories))
+    report = env.report(groups)
+    assert report["n"] == 6 and report["accuracy"]["mean"] == pytest.approx(2 / 6)
+    assert report["parse_rate"] == pytest.approx(4 / 6)
+    assert report["by_n_options"][4]["n"] == 6 and report["by_language"]["en"]["n"] == 6
+
+    env = open_env()
+    task = env.tasks("test")[0]
+    scored, _ = play(env, task, tokenizer, {"examinee": ["A."], "judge": ["[[0.6]]"]})
+    failed, _ = play(env, task, tokenizer, {"examinee": ["B."], "judge": ["x", "y", "z"]})
+    report = env.report([Group(task, [scored, failed])])
+    assert report["failed"] == 1 and report["score"]["mean"] == pytest.approx(60.0)

@@ -20,6 +20,7 @@ from typing import Any
 
 from lexrl.envs.base import Env
 from lexrl.envs.lexam.data import default_sample, load_lexam, split_by_course, to_task
+from lexrl.envs.lexam.metrics import mcq_metrics, open_metrics
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.lexam.reward import (
     format_choices,
@@ -36,7 +37,7 @@ from lexrl.rewards.judge import (
     strip_thinking,
 )
 from lexrl.rollout.policy import Policy
-from lexrl.types import Task, Trajectory
+from lexrl.types import Group, Task, Trajectory
 
 WORKFLOWS = ("single", "draft_review")
 PROMPTS = ("paper", "brief")
@@ -129,6 +130,30 @@ class LexamEnv(Env):
                 courses[task.meta["course"]] = courses.get(task.meta["course"], 0) + 1
             stats[split] = {"questions": len(tasks), "courses": courses}
         return stats
+
+    def report(self, groups: list[Group]) -> dict[str, Any]:
+        """MCQ accuracy and parse rate, or judge scores x100 (failed judgments counted, not
+        averaged), overall, by language and (MCQ) by option count, each with its interval."""
+        episodes = [(g.task, t) for g in groups for t in g.trajectories]
+        if self.open:
+            records = [
+                {
+                    "score": None if t.failed else t.outcome["score"],
+                    "language": task.meta["language"],
+                }
+                for task, t in episodes
+            ]
+            return open_metrics(records)
+        records = [
+            {
+                "gold": task.gold,
+                "predicted": t.outcome["predicted"],
+                "language": task.meta["language"],
+                "n_options": task.meta["n_options"],
+            }
+            for task, t in episodes
+        ]
+        return mcq_metrics(records)
 
     def question_text(self, task: Task) -> str:
         choices = task.inputs["choices"]

@@ -1,15 +1,12 @@
 """LEXam report numbers: MCQ accuracy and open-question judge scores, with percentile-bootstrap
-95% intervals over questions (`bootstrap.mean_with_ci`).
-
-An interval is `{"mean", "low", "high"}`. This sits in lexrl.eval rather than beside the env
-because envs may not import lexrl.eval (tests/test_dependencies.py).
-"""
+95% intervals over questions (`lexrl.bootstrap.mean_with_ci`); an interval is
+`{"mean", "low", "high"}`. `LexamEnv.report` feeds them an evaluation's episodes."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from lexrl.eval.bootstrap import mean_with_ci
+from lexrl.bootstrap import mean_with_ci
 
 
 def _groups(records: Sequence[Mapping], key: str) -> dict:

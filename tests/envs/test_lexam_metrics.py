@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from lexrl.eval.bootstrap import mean_with_ci
-from lexrl.eval.lexam_metrics import mcq_metrics, open_metrics
+from lexrl.bootstrap import mean_with_ci
+from lexrl.envs.lexam.metrics import mcq_metrics, open_metrics
 
 
 def _mcq(gold, predicted, language, n_options):
