@@ -273,15 +273,16 @@ def test_killing_the_judge_server_mid_run_costs_exclusions_not_a_crash(
         try:
             return await play(env, tokenizer, episodes, on_finished)
         finally:
-            # If the episodes ended before the kill, the assertions below say so.
-            if not killer.done():
+            # Once the kill has begun, let it finish (the episodes may all fail before the
+            # server's processes are reaped); if no episode ended, the assertions below say so.
+            if not first_judged.is_set():
                 killer.cancel()
             await asyncio.gather(killer, return_exceptions=True)
 
     trajectories = asyncio.run(run())  # no exception escapes the batch
     stats = env.judge_client.stats()
 
-    assert killed and killed["alive"] == [], f"the server was not killed: {killed}"
+    assert killed.get("alive") == [], f"the server was not killed: {killed}"
     assert live_server.process.poll() is not None
     assert len(trajectories) == len(episodes)
     transport = [t for t in trajectories if t.failed and "APIConnectionError" in t.failed]
