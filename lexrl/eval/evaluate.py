@@ -19,7 +19,17 @@ from lexrl.envs.base import Env
 from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.policy import Policy
-from lexrl.types import Group, Task
+from lexrl.types import Group, Task, Trajectory
+
+
+def episode_values(trajectories: list[Trajectory]) -> dict[str, list[float]]:
+    """Each episode's reward, reward components and env metrics, keyed by name (a key an episode
+    lacks counts as 0), in the order the summary table shows them."""
+    values = {"reward": [t.reward for t in trajectories]}
+    for source in ("components", "metrics"):
+        for key in sorted({k for t in trajectories for k in getattr(t, source)}):
+            values[key] = [getattr(t, source).get(key, 0.0) for t in trajectories]
+    return values
 
 
 def summarize(groups: list[Group]) -> dict[str, float]:
@@ -32,15 +42,9 @@ def summarize(groups: list[Group]) -> dict[str, float]:
     summary = {"episodes": float(len(episodes))}
     if any(t.failed for t in episodes):
         summary["judge_failed"] = float(len(episodes) - len(trajectories))
-    if not trajectories:
-        return summary
-    summary["reward"] = sum(t.reward for t in trajectories) / len(trajectories)
-    for source in ("components", "metrics"):
-        keys = sorted({k for t in trajectories for k in getattr(t, source)})
-        for key in keys:
-            summary[key] = sum(getattr(t, source).get(key, 0.0) for t in trajectories) / len(
-                trajectories
-            )
+    if trajectories:
+        for key, values in episode_values(trajectories).items():
+            summary[key] = sum(values) / len(values)
     return summary
 
 
@@ -51,14 +55,9 @@ def summary_intervals(groups: list[Group]) -> dict[str, dict[str, float]]:
     per_task: dict[str, list[float]] = {}
     for group in groups:
         scored = [t for t in group.trajectories if not t.failed]
-        if not scored:
-            continue
-        values: dict[str, list[float]] = {"reward": [t.reward for t in scored]}
-        for source in ("components", "metrics"):
-            for key in sorted({k for t in scored for k in getattr(t, source)}):
-                values[key] = [getattr(t, source).get(key, 0.0) for t in scored]
-        for key, episode_values in values.items():
-            per_task.setdefault(key, []).append(sum(episode_values) / len(episode_values))
+        if scored:
+            for key, values in episode_values(scored).items():
+                per_task.setdefault(key, []).append(sum(values) / len(values))
     return {key: mean_with_ci(means) for key, means in per_task.items()}
 
 

@@ -27,7 +27,6 @@ from lexrl.envs.lexam.reward import (
     mcq_reward,
     option_label,
     parse_mcq_answer,
-    total,
 )
 from lexrl.rewards.judge import (
     BRACKET_FORMAT,
@@ -209,7 +208,7 @@ class LexamEnv(Env):
             metrics["draft_accuracy"] = float(parse_mcq_answer(draft, n_options) == task.gold)
         weighted = {
             "correct": components["correct"],
-            "format": total(components, self.config.format_weight) - components["correct"],
+            "format": self.config.format_weight * components["format"],
         }
         outcome = {"predicted": predicted, "gold": task.gold, "n_options": n_options}
         return policy.finish(outcome, weighted, metrics=metrics)
