@@ -103,45 +103,18 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
 
 def _evaluate(config: Config, checkpoint: str | None) -> None:
     from lexrl.envs import make_env
-    from lexrl.envs.statute.env import StatuteEnv
-    from lexrl.eval.evaluate import (
-        eval_tasks,
-        evaluation_dir,
-        print_summary,
-        rollout_split,
-        summarize,
-        summary_intervals,
-        write_groups,
-    )
+    from lexrl.eval.evaluate import eval_tasks, evaluation_dir, evaluation_report, rollout_split
 
-    out_dir = evaluation_dir(config, checkpoint)
     if config.eval.policy:
         env, backend, tokenizer = _policy_from_checkpoint(config, checkpoint)
         groups = rollout_split(env, backend, tokenizer, config, f"eval {config.eval.split}")
     else:
         env, groups = make_env(config.env), None
-    if not isinstance(env, StatuteEnv):
-        if groups is None:
-            raise SystemExit(f"env {config.env.name!r} has no baselines: set `eval.policy: true`")
-        name, split = checkpoint or "base", config.eval.split
-        summary, intervals = summarize(groups), summary_intervals(groups)
-        print_summary({name: summary}, intervals={name: intervals})
-        write_groups(groups, out_dir / f"eval_{split}.jsonl")
-        report = {"summary": summary, "intervals": intervals, "env": env.report(groups)}
-        if report["env"] is not None:
-            print(json.dumps(report["env"], indent=2, ensure_ascii=False))
-        (out_dir / f"eval_{split}_report.json").write_text(json.dumps(report, indent=2))
-        print(f"report: {out_dir / f'eval_{split}_report.json'} (per-task .jsonl beside it)")
-        return
-    from lexrl.eval.statute_report import print_report, statute_report
-
-    report = statute_report(
-        env, eval_tasks(env, config), config, groups, checkpoint or "base", out_dir
+    out_dir = evaluation_dir(config, checkpoint, env.evaluation_label())
+    path = evaluation_report(
+        env, eval_tasks(env, config), groups, config, checkpoint or "base", out_dir
     )
-    print_report(report)
-    print(
-        f"report: {out_dir / f'eval_{config.eval.split}_report.md'} (and .json, per-query .jsonl)"
-    )
+    print(f"report: {path} (and .json, per-task .jsonl)")
 
 
 def _index(config: Config) -> None:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 
 import draccus
+import yaml
 
 from lexrl.envs.lexam.options import LexamEnvConfig
-from lexrl.envs.statute.options import StatuteEnvConfig
+from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
 
 
 class ConfigError(ValueError):
@@ -184,38 +185,7 @@ class WarmstartConfig:
 
 
 @dataclass
-class FinalRerankerConfig:
-    model: str = ""
-    """Chat model of the zero-shot listwise reranker applied to the pool at evaluation (LegalMALR
-    sec. 3.4 uses Qwen-Max); empty: the pool order is the final ranking."""
-    base_url: str = ""
-    """OpenAI-compatible base URL with its version prefix (`http://host:8000/v1`, or DashScope's
-    `https://dashscope.aliyuncs.com/compatible-mode/v1` for Qwen-Max)."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the API key (unset: "EMPTY" is sent, which a server without
-    authentication ignores)."""
-    top_k: int = 10
-    """Candidates the model selects (LegalMALR: the end-to-end top-10)."""
-    max_candidates: int = 30
-    """Pool candidates shown, best first by pool order."""
-    max_chars: int = 300
-    """Characters of each candidate article shown."""
-    max_retries: int = 2
-    """Transport retries by the openai client (connection errors, timeouts, 408/409/429/5xx)
-    and, separately, re-asks after an unparsable reply; then the pool order is kept and the
-    query is recorded as failed."""
-    concurrency: int = 8
-    """Requests in flight."""
-    timeout_s: float = 120.0
-    """Per-request timeout."""
-    max_tokens: int = 256
-    """Completion cap; the reply is a short JSON list, with no chain of thought."""
-
-
-@dataclass
 class EvalConfig:
-    ks: list[int] = field(default_factory=lambda: [10])
-    """End-to-end cut-offs of Recall/MRR/nDCG/Hit@K (LegalMALR reports K = 10)."""
     split: str = "test"
     """Split evaluated by `lexrl eval` and before/after training."""
     max_tasks: int | None = None
@@ -227,15 +197,9 @@ class EvalConfig:
     greedy: bool = False
     """Greedy decoding instead of the env's sampling temperatures."""
     policy: bool = True
-    """Evaluate the policy (false: only the baselines)."""
-    baselines: list[str] = field(default_factory=list)
-    """Retrieval baselines scored on the raw query in the same run: `bm25` (the Lucene variant),
-    `bm25-stard` (the STARD authors' scorer), `dense`, `dense+reranker` (the last two use
-    `env.statute.retrieval`'s models)."""
-    final_reranker: FinalRerankerConfig = field(default_factory=FinalRerankerConfig)
-    """The LLM reranker that turns the pool into the end-to-end ranking."""
+    """Evaluate the policy (false: only the env's baselines, e.g. `env.statute.eval.baselines`)."""
     bootstrap_resamples: int = 2000
-    """Bootstrap resamples of the queries for the 95% intervals."""
+    """Bootstrap resamples of the tasks for the 95% intervals."""
 
 
 @dataclass
@@ -308,22 +272,21 @@ def _lookup(config: Config, dotted: str) -> object:
     return value
 
 
-BASELINES = ("bm25", "bm25-stard", "dense", "dense+reranker")
-
-
 def validate(config: Config) -> Config:
     """Check the choices and ranges draccus' type check cannot see."""
     for key, choices in _CHOICES.items():
         value = _lookup(config, key)
         if value not in choices:
             raise ConfigError(f"`{key}` is {value!r}; expected one of {', '.join(choices)}")
-    for name in config.eval.baselines:
-        if name not in BASELINES:
+    statute_eval = config.env.statute.eval
+    for name in statute_eval.baselines:
+        if name not in STATUTE_BASELINES:
             raise ConfigError(
-                f"`eval.baselines` has {name!r}; expected some of {', '.join(BASELINES)}"
+                f"`env.statute.eval.baselines` has {name!r}; expected some of "
+                f"{', '.join(STATUTE_BASELINES)}"
             )
-    if config.eval.final_reranker.model and not config.eval.final_reranker.base_url:
-        raise ConfigError("`eval.final_reranker.model` is set but `base_url` is empty")
+    if statute_eval.final_reranker.model and not statute_eval.final_reranker.base_url:
+        raise ConfigError("`env.statute.eval.final_reranker.model` is set but `base_url` is empty")
     if config.grpo.num_generations < 2:
         raise ConfigError("`grpo.num_generations` must be >= 2: GRPO normalises within a group")
     if config.rollout.overlap and config.rollout.backend != "vllm-server":
@@ -352,6 +315,30 @@ def option_names(cls: type = Config, prefix: str = "") -> list[str]:
     return names
 
 
+MOVED_KEYS = {
+    "eval.ks": "env.statute.eval.ks",
+    "eval.baselines": "env.statute.eval.baselines",
+    "eval.final_reranker": "env.statute.eval.final_reranker",
+}
+"""Keys that moved into an env's options (the env owns its evaluation), old -> new."""
+
+
+def _moved(name: str) -> str | None:
+    for old, new in MOVED_KEYS.items():
+        if name == old or name.startswith(old + "."):
+            return new + name[len(old) :]
+    return None
+
+
+def check_moved_keys(path: str | Path) -> None:
+    """Refuse a YAML file that sets a moved key, naming the file and the new key."""
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    for old in MOVED_KEYS:
+        section, key = old.split(".", 1)
+        if isinstance(data.get(section), dict) and key in data[section]:
+            raise ConfigError(f"{path}: `{old}` moved to `{_moved(old)}`")
+
+
 def check_option_names(overrides: list[str]) -> None:
     """Refuse an unknown `--key` in one line with the closest real key, before draccus would
     print its hundred-line usage."""
@@ -362,6 +349,8 @@ def check_option_names(overrides: list[str]) -> None:
         name = token[2:].split("=", 1)[0]
         if name in known:
             continue
+        if _moved(name):
+            raise ConfigError(f"option --{name} moved to --{_moved(name)}")
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         hint = f"; did you mean --{close[0]}?" if close else " (--help lists the keys)"
         raise ConfigError(f"unknown option --{name}{hint}")
@@ -374,6 +363,8 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     """
     if path is not None and not Path(path).is_file():
         raise ConfigError(f"config file not found: {path}")
+    if path is not None:
+        check_moved_keys(path)
     check_option_names(list(overrides or []))
     try:
         config = draccus.parse(

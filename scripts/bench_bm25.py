@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from lexrl.envs.statute.data import default_stopwords, load_stard
-from lexrl.eval.ranking import per_query_metrics
+from lexrl.envs.statute.ranking import per_query_metrics
 from lexrl.retrieval.base import CachedRetriever, Retriever
 from lexrl.retrieval.bm25 import VARIANTS, BM25Retriever
 

@@ -49,14 +49,19 @@ def test_train_eval_rollout_end_to_end(tmp_path, model_cache):
 
     checkpoint = out / "checkpoints" / "step-000002"
     result = run_lexrl(
-        "eval", str(config), "--checkpoint", str(checkpoint), "--eval.baselines", "[bm25]"
+        "eval",
+        str(config),
+        "--checkpoint",
+        str(checkpoint),
+        "--env.statute.eval.baselines",
+        "[bm25]",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     written = report_dir(result.stdout)
     assert written.parent == out / "eval" and written.name.startswith("step-000002_test_first4_")
     report = json.loads((written / "eval_test_report.json").read_text())
-    policy = report["systems"][str(checkpoint)]
-    episodes = report["notes"][str(checkpoint)]["episode_means"]
+    policy = report["env"]["systems"][str(checkpoint)]
+    episodes = report["summary"]
     assert episodes["episodes"] == 4
     # ranx over the written pools agrees with the env's own MAS-stage recall
     assert policy["mas_recall@6"]["mean"] == pytest.approx(episodes["mas_recall"], abs=1e-9)
@@ -66,11 +71,18 @@ def test_train_eval_rollout_end_to_end(tmp_path, model_cache):
         <= policy["mas_recall@6"]["high"]
     )
     assert {"recall@10", "mrr@10", "ndcg@10", "hit_rate@10"} <= set(policy)
-    assert set(report["systems"]["bm25"]) == {"recall@10", "mrr@10", "ndcg@10", "hit_rate@10"}
-    assert "| bm25 |" in (written / "eval_test_report.md").read_text()
-    lines = (written / "eval_test.jsonl").read_text().splitlines()
-    first = json.loads(lines[0])["trajectories"][0]
-    assert first["final_ranking"] == first["outcome"]["pool"] and first["final_reranker"] is None
+    assert set(report["env"]["systems"]["bm25"]) == {
+        "recall@10",
+        "mrr@10",
+        "ndcg@10",
+        "hit_rate@10",
+    }
+    assert f"| metric | {checkpoint} | bm25 |" in (written / "eval_test_report.md").read_text()
+    first = json.loads((written / "eval_test.jsonl").read_text().splitlines()[0])
+    ranked = json.loads((written / "eval_test_final_rankings.jsonl").read_text().splitlines()[0])
+    assert (ranked["task_id"], ranked["sample"]) == (first["task"]["id"], 0)
+    assert ranked["final_ranking"] == first["trajectories"][0]["outcome"]["pool"]
+    assert ranked["final_reranker"] is None
 
     dump = tmp_path / "rollouts.jsonl"
     result = run_lexrl(
@@ -98,11 +110,15 @@ def test_envs_stats_prints_loader_statistics():
 
 @pytest.mark.slow
 def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
-    from tests.eval.test_ranking import direct
+    from tests.envs.test_statute_ranking import direct
 
     config = tmp_path / "bm25.yaml"
-    config.write_text(f"eval:\n  ks: [3, 10]\nrun:\n  output_dir: {tmp_path / 'out'}\n")
-    result = run_lexrl("eval", str(config), "--eval.policy", "false", "--eval.baselines", "[bm25]")
+    config.write_text(
+        f"env:\n  statute:\n    eval:\n      ks: [3, 10]\nrun:\n  output_dir: {tmp_path / 'out'}\n"
+    )
+    result = run_lexrl(
+        "eval", str(config), "--eval.policy", "false", "--env.statute.eval.baselines", "[bm25]"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "recall@10" in result.stdout and "built-in demo world" in result.stdout
     written = report_dir(result.stdout)
@@ -111,8 +127,8 @@ def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
         json.loads(line) for line in (written / "baseline_bm25_test.jsonl").read_text().splitlines()
     ]
     report = json.loads((written / "eval_test_report.json").read_text())
-    summary = report["systems"]["bm25"]
-    assert len(records) == 110 and report["queries"] == 110
+    summary = report["env"]["systems"]["bm25"]
+    assert len(records) == 110 and report["env"]["queries"] == 110
     for k in (3, 10):
         for name in ("recall", "mrr", "ndcg", "hit_rate"):
             expected = sum(
@@ -123,13 +139,13 @@ def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
 
     # Another setting of the same evaluation writes beside the first, never over it.
     result = run_lexrl(
-        "eval", str(config), "--eval.policy", "false", "--eval.baselines", "[bm25]",
+        "eval", str(config), "--eval.policy", "false", "--env.statute.eval.baselines", "[bm25]",
         "--eval.max_tasks", "20",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     second = report_dir(result.stdout)
     assert second != written and second.name.startswith("base_test_first20_baselines_")
-    assert json.loads((second / "eval_test_report.json").read_text())["queries"] == 20
+    assert json.loads((second / "eval_test_report.json").read_text())["env"]["queries"] == 20
     assert json.loads((written / "eval_test_report.json").read_text()) == report
 
 
@@ -139,7 +155,7 @@ def test_index_then_dense_baselines_with_tiny_models(tmp_path):
     config.write_text(
         "env:\n  statute:\n    first_stage_k: 8\n    retrieval:\n      dense_model: tiny\n"
         f"      reranker_model: tiny\n      index_dir: {tmp_path / 'index'}\n"
-        f"eval:\n  policy: false\n  baselines: [bm25, dense, dense+reranker]\n"
+        f"    eval:\n      baselines: [bm25, dense, dense+reranker]\neval:\n  policy: false\n"
         f"run:\n  output_dir: {tmp_path / 'out'}\n"
     )
     result = run_lexrl("index", str(config))
@@ -153,7 +169,7 @@ def test_index_then_dense_baselines_with_tiny_models(tmp_path):
     assert "encoding corpus" not in result.stderr, "the index should come from the cache"
     written = report_dir(result.stdout)
     report = json.loads((written / "eval_test_report.json").read_text())
-    assert list(report["systems"]) == ["bm25", "dense", "dense+reranker"]
+    assert list(report["env"]["systems"]) == ["bm25", "dense", "dense+reranker"]
     dense = [json.loads(line) for line in (written / "baseline_dense_test.jsonl").open()]
     reranked = [
         json.loads(line) for line in (written / "baseline_dense+reranker_test.jsonl").open()
@@ -175,7 +191,7 @@ def csaid_config(tmp_path: Path, dense_model: str) -> Path:
     config.write_text(
         f"env:\n  statute:\n    dataset: csaid\n    language: zh\n    queries_path: {queries}\n"
         f"    retrieval:\n      first_stage: dense\n      dense_model: {dense_model}\n"
-        f"eval:\n  policy: false\n  baselines: [dense]\nrun:\n  output_dir: {tmp_path / 'out'}\n"
+        f"    eval:\n      baselines: [dense]\neval:\n  policy: false\nrun:\n  output_dir: {tmp_path / 'out'}\n"
     )
     return config
 
@@ -240,10 +256,11 @@ def test_lexam_eval_prints_means_with_intervals_and_writes_the_report(tmp_path, 
     result = run_lexrl("eval", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "accuracy" in result.stdout and "parsed" in result.stdout
-    line = next(line for line in result.stdout.splitlines() if line.startswith("report: "))
-    report = json.loads(Path(line.split()[1]).read_text())
+    written = report_dir(result.stdout)
+    report = json.loads((written / "eval_test_report.json").read_text())
     assert report["summary"]["episodes"] == 8
     assert set(report["intervals"]) >= {"reward", "accuracy", "parsed", "correct", "format"}
-    assert len((Path(line.split()[1]).parent / "eval_test.jsonl").read_text().splitlines()) == 4
+    assert len((written / "eval_test.jsonl").read_text().splitlines()) == 4
+    assert "## LEXam" in (written / "eval_test_report.md").read_text()
     assert report["env"]["n"] == 8 and set(report["env"]["by_language"]) == {"en"}
     assert report["env"]["accuracy"]["mean"] == pytest.approx(report["summary"]["accuracy"])

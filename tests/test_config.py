@@ -50,8 +50,11 @@ def test_missing_file_is_named(tmp_path):
     ("overrides", "message"),
     [
         (["--rollout.overlap", "true"], "rollout.overlap. needs .rollout.backend: vllm-server"),
-        (["--eval.baselines", "[bm25,splade]"], "eval.baselines. has 'splade'"),
-        (["--eval.final_reranker.model", "qwen-max"], "base_url. is empty"),
+        (
+            ["--env.statute.eval.baselines", "[bm25,splade]"],
+            "env.statute.eval.baselines. has 'splade'",
+        ),
+        (["--env.statute.eval.final_reranker.model", "qwen-max"], "base_url. is empty"),
         (["--env.statute.retrieval.first_stage", "dense"], "dense_model. is empty"),
         (["--grpo.importance_sampling", "sometimes"], "grpo.importance_sampling"),
     ],
@@ -78,3 +81,12 @@ def test_every_field_is_a_known_option():
     names = option_names()
     assert {"grpo.num_generations", "env.statute.retrieval.dense_model", "run.seed"} <= set(names)
     assert load_config(None, [f"--{name}" for name in ["run.seed"]] + ["5"]).run.seed == 5
+
+
+def test_a_moved_key_names_its_new_place(tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text("eval:\n  ks: [10]\n")
+    with pytest.raises(ConfigError, match=r"old.yaml: `eval.ks` moved to `env.statute.eval.ks`"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="--env.statute.eval.final_reranker.model"):
+        load_config(None, ["--eval.final_reranker.model", "qwen-max"])

@@ -4,10 +4,36 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lexrl.rollout.policy import Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
+
+
+@dataclass
+class ReportRequest:
+    """What an evaluation asks of an env's report (set by `lexrl eval` from `eval.*`)."""
+
+    split: str
+    system: str
+    """Name of the evaluated policy (its checkpoint, or `base`)."""
+    out_dir: Path | None
+    """Where the env may write its own per-task files (None: write nothing)."""
+    bootstrap_resamples: int = 2000
+    seed: int = 0
+
+
+@dataclass
+class EnvReport:
+    """An env's own part of an evaluation report."""
+
+    data: dict[str, Any]
+    """JSON-serialisable numbers (intervals as `{"mean", "low", "high"}`), saved under `env` in
+    `eval_<split>_report.json`."""
+    markdown: str
+    """The same as Markdown tables, printed and appended to `eval_<split>_report.md`."""
 
 
 class Env(ABC):
@@ -33,10 +59,19 @@ class Env(ABC):
         """A scripted stand-in for the policy (warm-start data); envs without one raise."""
         raise NotImplementedError(f"env {self.name!r} has no scripted teacher for warm-start")
 
-    def report(self, groups: list[Group]) -> dict[str, Any] | None:
-        """The env's own breakdown of an evaluation (e.g. accuracy by language, with intervals),
-        added to `lexrl eval`'s report; None when the episode means say it all."""
+    def report(
+        self, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
+    ) -> EnvReport | None:
+        """The env's own part of an evaluation of `tasks`: a breakdown of the policy's `groups`
+        (LEXam: accuracy by language) and baselines scored in the same run (statute: BM25 on the
+        raw query). `groups` is None when only baselines are asked for (`eval.policy: false`).
+        None when the episode means, which `lexrl eval` always reports, say it all."""
         return None
+
+    def evaluation_label(self) -> str:
+        """A word naming env settings that change an evaluation's numbers, put into the name of
+        its output folder (statute: the final reranker's model); empty for none."""
+        return ""
 
     def text_corpus(self) -> list[str]:
         """Text the built-in tiny model's tokenizer is trained on (prompts, documents, questions)."""

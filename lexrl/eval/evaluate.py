@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from transformers import PreTrainedTokenizerBase
 
 from lexrl.bootstrap import mean_with_ci
 from lexrl.config import Config
-from lexrl.envs.base import Env
+from lexrl.envs.base import Env, ReportRequest
 from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.policy import Policy
@@ -66,17 +65,18 @@ def eval_tasks(env: Env, config: Config) -> list[Task]:
     return env.tasks(config.eval.split)[: config.eval.max_tasks]
 
 
-def evaluation_dir(config: Config, checkpoint: str | None) -> Path:
+def evaluation_dir(config: Config, checkpoint: str | None, label: str = "") -> Path:
     """`<run.output_dir>/eval/<name>`: one folder per evaluation, so evaluations with different
     settings never overwrite each other. The name reads `<checkpoint>_<split>[_first<N>]
-    [_rerank-<model>][_baselines]_<hash>`, the hash covering the checkpoint's path and every
-    setting that changes the numbers (model, LoRA, rollout, env, eval)."""
+    [_<label>][_baselines]_<hash>` (`label`: `Env.evaluation_label`, e.g. the statute env's
+    `rerank-<model>`), the hash covering the checkpoint's path and every setting that changes
+    the numbers (model, LoRA, rollout, env, eval)."""
     system = Path(checkpoint).name if checkpoint else "base"
     parts = [system, config.eval.split]
     if config.eval.max_tasks is not None:
         parts.append(f"first{config.eval.max_tasks}")
-    if config.eval.final_reranker.model:
-        parts.append("rerank-" + re.sub(r"[^\w.-]+", "-", config.eval.final_reranker.model))
+    if label:
+        parts.append(label)
     if not config.eval.policy:
         parts.append("baselines")
     settings = {
@@ -178,3 +178,63 @@ def print_summary(
     for key in keys:
         table.add_row(key, *(cell(name, key) for name in names))
     console.print(table)
+
+
+def markdown_summary(summary: dict[str, float], intervals: dict[str, dict[str, float]]) -> str:
+    """The episode means of one policy as a Markdown table, each with its interval."""
+    lines = ["| metric | mean [95% CI] |", "|---|---|"]
+    for key, value in summary.items():
+        interval = intervals.get(key)
+        text = f"{value:.4f}"
+        if interval is not None and interval["low"] != interval["high"]:
+            text += f" [{interval['low']:.3f}, {interval['high']:.3f}]"
+        lines.append(f"| {key} | {text} |")
+    return "\n".join(lines) + "\n"
+
+
+def evaluation_report(
+    env: Env,
+    tasks: list[Task],
+    groups: list[Group] | None,
+    config: Config,
+    system: str,
+    out_dir: Path,
+    console: Console | None = None,
+) -> Path:
+    """The report of one evaluation: the policy's episode means with intervals (when `groups`
+    were rolled out) and the env's own part (`Env.report`: breakdowns, baselines). Prints both
+    and writes `eval_<split>.jsonl` (each task with its trajectories), `eval_<split>_report.json`
+    and `eval_<split>_report.md` into `out_dir`; returns the Markdown file's path."""
+    console = console or Console()
+    split = config.eval.split
+    out_dir.mkdir(parents=True, exist_ok=True)
+    request = ReportRequest(
+        split, system, out_dir, config.eval.bootstrap_resamples, config.eval.seed
+    )
+    env_report = env.report(tasks, groups, request)
+    if groups is None and env_report is None:
+        raise SystemExit(f"env {env.name!r} has no baselines: set `eval.policy: true`")
+    report: dict = {
+        "split": split,
+        "system": system,
+        "tasks": len(tasks),
+        "samples_per_task": config.eval.samples_per_task if groups is not None else None,
+    }
+    markdown = [f"# Evaluation of {system}, {split} split ({len(tasks)} tasks)", ""]
+    if groups is not None:
+        summary, intervals = summarize(groups), summary_intervals(groups)
+        report.update(summary=summary, intervals=intervals)
+        write_groups(groups, out_dir / f"eval_{split}.jsonl")
+        print_summary({system: summary}, console, {system: intervals})
+        markdown += ["## Episode means", "", markdown_summary(summary, intervals)]
+    report["env"] = env_report.data if env_report is not None else None
+    if env_report is not None:
+        # Plain Markdown: a rendered table would be cut to the terminal's width.
+        console.print(env_report.markdown, markup=False, highlight=False, soft_wrap=True)
+        markdown.append(env_report.markdown)
+    (out_dir / f"eval_{split}_report.json").write_text(
+        json.dumps(report, indent=2, ensure_ascii=False)
+    )
+    path = out_dir / f"eval_{split}_report.md"
+    path.write_text("\n".join(markdown))
+    return path

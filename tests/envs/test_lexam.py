@@ -134,8 +134,10 @@ def test_the_brief_prompt_shows_one_worked_example_before_the_question(tokenizer
 
 
 def test_the_report_breaks_accuracy_down_and_counts_failed_judgments(tokenizer):
+    from lexrl.envs.base import ReportRequest
     from lexrl.types import Group
 
+    request = ReportRequest("test", "scripted", None)
     env = LexamEnv(LexamEnvConfig())
     tasks = env.tasks("test")[:2]
     groups = []
@@ -144,7 +146,9 @@ def test_the_report_breaks_accuracy_down_and_counts_failed_judgments(tokenizer):
         answers = [f"###{right}###", f"###{wrong}###", "no marker"]
         trajectories = [play(env, task, tokenizer, {"examinee": [a]})[0] for a in answers]
         groups.append(Group(task, trajectories))
-    report = env.report(groups)
+    written = env.report(tasks, groups, request)
+    report = written.data
+    assert "| 4 options | 6 |" in written.markdown
     assert report["n"] == 6 and report["accuracy"]["mean"] == pytest.approx(2 / 6)
     assert report["parse_rate"] == pytest.approx(4 / 6)
     assert report["by_n_options"][4]["n"] == 6 and report["by_language"]["en"]["n"] == 6
@@ -153,5 +157,5 @@ def test_the_report_breaks_accuracy_down_and_counts_failed_judgments(tokenizer):
     task = env.tasks("test")[0]
     scored, _ = play(env, task, tokenizer, {"examinee": ["A."], "judge": ["[[0.6]]"]})
     failed, _ = play(env, task, tokenizer, {"examinee": ["B."], "judge": ["x", "y", "z"]})
-    report = env.report([Group(task, [scored, failed])])
+    report = env.report([task], [Group(task, [scored, failed])], request).data
     assert report["failed"] == 1 and report["score"]["mean"] == pytest.approx(60.0)

@@ -119,20 +119,21 @@ def test_stard_with_a_corpus_file_reports_gold_outside_it(tmp_path):
 
 @needs_stard
 def test_stard_bm25_baselines_equal_direct_formulas(tmp_path):
-    from lexrl.config import Config
-    from lexrl.eval.statute_report import statute_report
-    from tests.eval.test_ranking import direct
+    from lexrl.envs.base import ReportRequest
+    from lexrl.envs.statute.options import StatuteEvalConfig
+    from tests.envs.test_statute_ranking import direct
 
-    config = Config()
-    config.env.statute = StatuteEnvConfig(
-        dataset="stard", language="zh", queries_path=str(STARD / "queries.json")
+    baselines = ["bm25", "bm25-stard"]
+    config = StatuteEnvConfig(
+        dataset="stard",
+        language="zh",
+        queries_path=str(STARD / "queries.json"),
+        eval=StatuteEvalConfig(baselines=baselines),
     )
-    config.eval.policy = False
-    config.eval.baselines = ["bm25", "bm25-stard"]
-    env = StatuteEnv.from_config(config.env.statute)
+    env = StatuteEnv.from_config(config)
     tasks = env.tasks("test")
-    report = statute_report(env, tasks, config, out_dir=tmp_path)
-    for baseline in config.eval.baselines:
+    report = env.report(tasks, None, ReportRequest("test", "base", tmp_path)).data
+    for baseline in baselines:
         records = [
             json.loads(line) for line in (tmp_path / f"baseline_{baseline}_test.jsonl").open()
         ]
@@ -147,7 +148,7 @@ def test_stard_bm25_baselines_equal_direct_formulas(tmp_path):
         baseline: [
             report["systems"][baseline][m]["mean"] for m in ("hit_rate@10", "recall@10", "mrr@10")
         ]
-        for baseline in config.eval.baselines
+        for baseline in baselines
     }
     assert means["bm25"] == pytest.approx([0.7314, 0.6047, 0.5385], abs=1e-4)
     assert means["bm25-stard"] == pytest.approx([0.7346, 0.6082, 0.5300], abs=1e-4)

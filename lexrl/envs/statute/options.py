@@ -6,6 +6,50 @@ from dataclasses import dataclass, field
 
 from lexrl.retrieval.options import RetrievalConfig
 
+STATUTE_BASELINES = ("bm25", "bm25-stard", "dense", "dense+reranker")
+"""Raw-query retrieval baselines `lexrl eval` can score beside the policy."""
+
+
+@dataclass
+class FinalRerankerConfig:
+    model: str = ""
+    """Chat model of the zero-shot listwise reranker applied to the pool at evaluation (LegalMALR
+    sec. 3.4 uses Qwen-Max); empty: the pool order is the final ranking."""
+    base_url: str = ""
+    """OpenAI-compatible base URL with its version prefix (`http://host:8000/v1`, or DashScope's
+    `https://dashscope.aliyuncs.com/compatible-mode/v1` for Qwen-Max)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the API key (unset: "EMPTY" is sent, which a server without
+    authentication ignores)."""
+    top_k: int = 10
+    """Candidates the model selects (LegalMALR: the end-to-end top-10)."""
+    max_candidates: int = 30
+    """Pool candidates shown, best first by pool order."""
+    max_chars: int = 300
+    """Characters of each candidate article shown."""
+    max_retries: int = 2
+    """Transport retries by the openai client (connection errors, timeouts, 408/409/429/5xx)
+    and, separately, re-asks after an unparsable reply; then the pool order is kept and the
+    query is recorded as failed."""
+    concurrency: int = 8
+    """Requests in flight."""
+    timeout_s: float = 120.0
+    """Per-request timeout."""
+    max_tokens: int = 256
+    """Completion cap; the reply is a short JSON list, with no chain of thought."""
+
+
+@dataclass
+class StatuteEvalConfig:
+    ks: list[int] = field(default_factory=lambda: [10])
+    """End-to-end cut-offs of Recall/MRR/nDCG/Hit@K (LegalMALR reports K = 10)."""
+    baselines: list[str] = field(default_factory=list)
+    """Retrieval baselines scored on the raw query in the same run: `bm25` (the Lucene variant),
+    `bm25-stard` (the STARD authors' scorer), `dense`, `dense+reranker` (the last two use
+    `env.statute.retrieval`'s models)."""
+    final_reranker: FinalRerankerConfig = field(default_factory=FinalRerankerConfig)
+    """The LLM reranker that turns the pool into the end-to-end ranking."""
+
 
 @dataclass
 class StatuteEnvConfig:
@@ -49,6 +93,9 @@ class StatuteEnvConfig:
     """First stage and light reranker behind every emitted query."""
     mas_k: int = 14
     """MAS-stage cut-off: the pool is truncated to this many candidates (LegalMALR Table 7)."""
+    eval: StatuteEvalConfig = field(default_factory=StatuteEvalConfig)
+    """What `lexrl eval` reports besides the policy's MAS stage: end-to-end cut-offs, raw-query
+    baselines, the final LLM reranker."""
     reward_recall_k: int | None = None
     """Recall in the reward counts the first k pooled candidates; None = the whole pool (eq. 2).
     Setting it to `mas_k` rewards exactly what the MAS-stage evaluation measures."""

@@ -3,7 +3,7 @@ baselines, in one report with bootstrap 95% intervals.
 
 - MAS stage (LegalMALR Table 7): the pool, best first, cut to `mas_k` (14): Recall and Hit.
 - End to end: the pool re-ordered by the final LLM reranker when one is configured (else the pool
-  order), scored at every K of `eval.ks` with Recall, MRR, nDCG and Hit (ranx).
+  order), scored at every K of `env.statute.eval.ks` with Recall, MRR, nDCG and Hit (ranx).
 - Baselines on the raw query: BM25 (lexrl's and the STARD authors' scorer), dense, dense + the
   light reranker.
 With several samples a task, a task's value is the mean over its samples; intervals resample tasks.
@@ -16,19 +16,20 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
 from tqdm.auto import tqdm
 
 from lexrl.bootstrap import mean_with_ci
-from lexrl.config import Config
-from lexrl.envs.statute.env import StatuteEnv
-from lexrl.eval.evaluate import summarize, write_groups
-from lexrl.eval.llm_rerank import Candidate, LLMReranker, RerankResult
-from lexrl.eval.ranking import metric_names, per_query_metrics
+from lexrl.envs.base import EnvReport, ReportRequest
+from lexrl.envs.statute.llm_rerank import Candidate, LLMReranker, RerankResult
+from lexrl.envs.statute.ranking import metric_names, per_query_metrics
 from lexrl.types import Group, Task
+
+if TYPE_CHECKING:
+    # Typing only: the env imports this module to build its report.
+    from lexrl.envs.statute.env import StatuteEnv
 
 BASELINE_RETRIEVERS = {  # name -> first stage, light reranker, BM25 variant
     "bm25": ("bm25", False, "lucene"),
@@ -59,11 +60,11 @@ def with_intervals(
 
 
 def final_rankings(
-    env: StatuteEnv, groups: list[Group], config: Config
+    env: StatuteEnv, groups: list[Group]
 ) -> tuple[list[list[list]], list[list[RerankResult | None]]]:
     """Per group and trajectory: the end-to-end ranking and the LLM reranker's record."""
     pools = [[t.outcome["pool"] for t in g.trajectories] for g in groups]
-    reranker_config = config.eval.final_reranker
+    reranker_config = env.config.eval.final_reranker
     if not reranker_config.model:
         return pools, [[None] * len(p) for p in pools]
     reranker = LLMReranker(reranker_config, env.config.language)
@@ -91,12 +92,13 @@ def final_rankings(
 
 
 def policy_report(
-    env: StatuteEnv, groups: list[Group], config: Config, out_path: Path | None
+    env: StatuteEnv, groups: list[Group], request: ReportRequest, out_path: Path | None
 ) -> tuple[dict[str, dict[str, float]], dict[str, object]]:
-    """Metrics with intervals for the policy, and notes (episode means, reranker failures)."""
-    mas_k = env.config.mas_k
+    """Metrics with intervals for the policy, and notes (reranker failures). Writes each
+    trajectory's end-to-end ranking and reranker record to `out_path`, one a line."""
+    mas_k, options = env.config.mas_k, env.config.eval
     gold, mas, final = {}, {}, {}
-    rankings, records = final_rankings(env, groups, config)
+    rankings, records = final_rankings(env, groups)
     for g, group in enumerate(groups):
         for t, trajectory in enumerate(group.trajectories):
             key = f"{group.task.id}#{t}"
@@ -105,46 +107,51 @@ def policy_report(
             final[key] = rankings[g][t]
     mas_metrics = per_query_metrics(mas, gold, [f"recall@{mas_k}", f"hit_rate@{mas_k}"])
     per_sample = {f"mas_{name}": values for name, values in mas_metrics.items()}
-    per_sample.update(per_query_metrics(final, gold, metric_names(config.eval.ks)))
-    metrics = with_intervals(
-        task_means(per_sample), config.eval.bootstrap_resamples, config.eval.seed
-    )
+    per_sample.update(per_query_metrics(final, gold, metric_names(options.ks)))
+    metrics = with_intervals(task_means(per_sample), request.bootstrap_resamples, request.seed)
     flat = [r for rs in records for r in rs if r is not None]
-    notes: dict[str, object] = {"episode_means": summarize(groups)}
-    if config.eval.final_reranker.model:
+    notes: dict[str, object] = {}
+    if options.final_reranker.model:
         notes["final_reranker"] = {
-            "model": config.eval.final_reranker.model,
+            "model": options.final_reranker.model,
             "queries": len(flat),
             "unparsable_after_retries": sum(1 for r in flat if r.error),
             "retried": sum(1 for r in flat if r.attempts > 1),
         }
     if out_path is not None:
-        extra = [
-            [
-                {"final_ranking": rankings[g][t], "final_reranker": asdict(r) if r else None}
-                for t, r in enumerate(records[g])
-            ]
-            for g in range(len(groups))
-        ]
-        write_groups(groups, out_path, extra)
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        with out_path.open("w", encoding="utf-8") as file:
+            for g, group in enumerate(groups):
+                for t, record in enumerate(records[g]):
+                    line = {
+                        "task_id": group.task.id,
+                        "sample": t,
+                        "final_ranking": rankings[g][t],
+                        "final_reranker": asdict(record) if record else None,
+                    }
+                    file.write(json.dumps(line, ensure_ascii=False) + "\n")
     return metrics, notes
 
 
 def baseline_report(
-    env: StatuteEnv, tasks: Sequence[Task], name: str, config: Config, out_path: Path | None
+    env: StatuteEnv,
+    tasks: Sequence[Task],
+    name: str,
+    request: ReportRequest,
+    out_path: Path | None,
 ) -> dict[str, dict[str, float]]:
     """Metrics with intervals of one raw-query baseline; writes its per-query rankings."""
     first_stage, rerank, bm25_variant = BASELINE_RETRIEVERS[name]
     retriever = env.build_retriever(
         first_stage=first_stage, rerank=rerank, bm25_variant=bm25_variant
     )
-    depth = max(config.eval.ks)
+    ks = env.config.eval.ks
     rankings = {
-        task.id: env.search(task.inputs["query"], depth, retriever)
+        task.id: env.search(task.inputs["query"], max(ks), retriever)
         for task in tqdm(tasks, desc=f"baseline {name}", leave=False)
     }
     gold = {task.id: task.gold for task in tasks}
-    per_task = per_query_metrics(rankings, gold, metric_names(config.eval.ks))
+    per_task = per_query_metrics(rankings, gold, metric_names(ks))
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         with out_path.open("w", encoding="utf-8") as file:
@@ -156,47 +163,35 @@ def baseline_report(
                     "ranking": rankings[task.id],
                 }
                 file.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return with_intervals(per_task, config.eval.bootstrap_resamples, config.eval.seed)
+    return with_intervals(per_task, request.bootstrap_resamples, request.seed)
 
 
 def statute_report(
-    env: StatuteEnv,
-    tasks: Sequence[Task],
-    config: Config,
-    groups: list[Group] | None = None,
-    policy_name: str = "policy",
-    out_dir: str | Path | None = None,
-) -> dict[str, object]:
-    """Evaluate the policy's `groups` (if given) and `eval.baselines` on `tasks`; writes
-    `eval_<split>.jsonl`, `baseline_<name>_<split>.jsonl`, and `eval_<split>_report.{json,md}`."""
-    split = config.eval.split
-    out = Path(out_dir) if out_dir is not None else None
+    env: StatuteEnv, tasks: Sequence[Task], groups: list[Group] | None, request: ReportRequest
+) -> EnvReport:
+    """Score the policy's `groups` (if given) and `env.statute.eval.baselines` on `tasks`;
+    writes `eval_<split>_final_rankings.jsonl` and `baseline_<name>_<split>.jsonl` into
+    `request.out_dir`."""
+    split, out = request.split, request.out_dir
     systems: dict[str, dict[str, dict[str, float]]] = {}
     notes: dict[str, object] = {}
     if groups is not None:
-        path = out / f"eval_{split}.jsonl" if out else None
-        systems[policy_name], notes[policy_name] = policy_report(env, groups, config, path)
-    for name in config.eval.baselines:
+        path = out / f"eval_{split}_final_rankings.jsonl" if out else None
+        systems[request.system], notes[request.system] = policy_report(env, groups, request, path)
+    for name in env.config.eval.baselines:
         path = out / f"baseline_{name}_{split}.jsonl" if out else None
-        systems[name] = baseline_report(env, tasks, name, config, path)
-    report = {
+        systems[name] = baseline_report(env, tasks, name, request, path)
+    data = {
         "split": split,
         "queries": len(tasks),
-        "samples_per_task": config.eval.samples_per_task if groups is not None else None,
         "corpus": env.corpus_source,
         "corpus_size": len(env.corpus),
         "retrieval": asdict(env.config.retrieval),
-        "interval": f"percentile bootstrap 95%, {config.eval.bootstrap_resamples} resamples of the queries",
+        "interval": f"percentile bootstrap 95%, {request.bootstrap_resamples} resamples of the queries",
         "systems": systems,
         "notes": notes,
     }
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"eval_{split}_report.json").write_text(
-            json.dumps(report, indent=2, ensure_ascii=False)
-        )
-        (out / f"eval_{split}_report.md").write_text(markdown_report(report))
-    return report
+    return EnvReport(data, markdown_report(data))
 
 
 def _metric_order(systems: dict[str, dict[str, dict[str, float]]]) -> list[str]:
@@ -213,34 +208,18 @@ def markdown_report(report: dict) -> str:
     systems = report["systems"]
     metrics = _metric_order(systems)
     lines = [
-        f"# Statute retrieval, {report['split']} split ({report['queries']} queries)",
+        f"## Statute retrieval, {report['split']} split ({report['queries']} queries)",
         "",
         f"Corpus: {report['corpus']}. Intervals: {report['interval']}.",
         "MRR scores a query with no gold in the top K as 0 (LegalMALR counts it as rank K+1).",
         "",
-        "| system | " + " | ".join(metrics) + " |",
-        "|---|" + "---|" * len(metrics),
+        "| metric | " + " | ".join(systems) + " |",
+        "|---|" + "---|" * len(systems),
     ]
-    for name, values in systems.items():
-        lines.append(f"| {name} | " + " | ".join(_cell(values.get(m)) for m in metrics) + " |")
+    for metric in metrics:
+        cells = " | ".join(_cell(values.get(metric)) for values in systems.values())
+        lines.append(f"| {metric} | {cells} |")
     for name, note in report["notes"].items():
         if "final_reranker" in note:
-            lines += ["", f"Final reranker ({name}): {json.dumps(note['final_reranker'])}"]
+            lines += ["", f"Final reranker ({name}): `{json.dumps(note['final_reranker'])}`"]
     return "\n".join(lines) + "\n"
-
-
-def print_report(report: dict, console: Console | None = None) -> None:
-    """One row per metric, one column per system: mean [95% interval]."""
-    console = console or Console()
-    systems = report["systems"]
-    table = Table(title=f"{report['split']} ({report['queries']} queries), mean [95% CI]")
-    table.add_column("metric")
-    for name in systems:
-        table.add_column(name, justify="right")
-    for metric in _metric_order(systems):
-        table.add_row(metric, *(_cell(systems[name].get(metric)) for name in systems))
-    console.print(table)
-    console.print(f"corpus: {report['corpus']}")
-    for name, note in report["notes"].items():
-        if "final_reranker" in note:
-            console.print(f"final reranker ({name}): {note['final_reranker']}")

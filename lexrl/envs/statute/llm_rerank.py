@@ -21,7 +21,7 @@ from importlib import resources
 import httpx
 import openai
 
-from lexrl.config import FinalRerankerConfig
+from lexrl.envs.statute.options import FinalRerankerConfig
 from lexrl.rewards.judge import (
     JudgeParseError,
     ask_until_parsed,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lexrl.config import FinalRerankerConfig
-from lexrl.eval.llm_rerank import Candidate, LLMReranker, SelectionError, parse_selection
+from lexrl.envs.statute.llm_rerank import Candidate, LLMReranker, SelectionError, parse_selection
+from lexrl.envs.statute.options import FinalRerankerConfig
 
 CANDIDATES = [Candidate(f"Article {i} text", 1.0 - i / 10) for i in range(5)]
 

@@ -1,4 +1,6 @@
 import asyncio
+import copy
+import dataclasses
 import json
 import random
 import re
@@ -8,12 +10,13 @@ import httpx
 import numpy as np
 import pytest
 
-from lexrl.config import Config
-from lexrl.eval import statute_report as report_module
-from lexrl.eval.statute_report import statute_report, task_means
+from lexrl.envs.base import ReportRequest
+from lexrl.envs.statute import report as report_module
+from lexrl.envs.statute.options import FinalRerankerConfig, StatuteEvalConfig
+from lexrl.envs.statute.report import statute_report, task_means
 from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Group
-from tests.eval.test_ranking import direct
+from tests.envs.test_statute_ranking import direct
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +40,14 @@ def scripted_groups(statute_env, tiny_model_path):
     return tasks, [Group(task, list(asyncio.run(play(task)))) for task in tasks]
 
 
+def evaluated_by(env, **settings):
+    """A copy of `env` whose `env.statute.eval` has `settings` (the shared fixture stays as it
+    is)."""
+    evaluated = copy.copy(env)
+    evaluated.config = dataclasses.replace(env.config, eval=StatuteEvalConfig(**settings))
+    return evaluated
+
+
 def reversing_llm(request):
     """Selects the first three candidates in reverse order (or refuses when told to)."""
     user = json.loads(request.content)["messages"][1]["content"]
@@ -54,10 +65,10 @@ def test_policy_report_matches_the_env_metrics_and_direct_formulas(
     statute_env, scripted_groups, tmp_path
 ):
     tasks, groups = scripted_groups
-    config = Config()
-    config.eval.ks = [3, 10]
-    config.eval.baselines = ["bm25"]
-    report = statute_report(statute_env, tasks, config, groups, "scripted", tmp_path)
+    env = evaluated_by(statute_env, ks=[3, 10], baselines=["bm25"])
+    request = ReportRequest("test", "scripted", tmp_path)
+    written = statute_report(env, tasks, groups, request)
+    report = written.data
     policy = report["systems"]["scripted"]
     mas = np.mean([t.metrics["mas_recall"] for g in groups for t in g.trajectories])
     assert policy["mas_recall@14"]["mean"] == pytest.approx(mas)
@@ -73,12 +84,9 @@ def test_policy_report_matches_the_env_metrics_and_direct_formulas(
         assert policy[f"ndcg@{k}"]["mean"] == pytest.approx(expected)
         assert policy[f"ndcg@{k}"]["low"] <= expected <= policy[f"ndcg@{k}"]["high"]
     assert "bm25" in report["systems"] and report["queries"] == 6
-    saved = json.loads((tmp_path / "eval_test_report.json").read_text())
-    assert saved["systems"] == report["systems"]
-    markdown = (tmp_path / "eval_test_report.md").read_text()
-    assert (
-        "| scripted |" in markdown and "| bm25 |" in markdown and "built-in demo world" in markdown
-    )
+    assert len((tmp_path / "baseline_bm25_test.jsonl").read_text().splitlines()) == 6
+    markdown = written.markdown
+    assert "| metric | scripted | bm25 |" in markdown and "built-in demo world" in markdown
 
 
 def test_final_llm_reranker_orders_the_pool(statute_env, scripted_groups, tmp_path, monkeypatch):
@@ -88,27 +96,27 @@ def test_final_llm_reranker_orders_the_pool(statute_env, scripted_groups, tmp_pa
         "LLMReranker",
         partial(report_module.LLMReranker, transport=httpx.MockTransport(reversing_llm)),
     )
-    config = Config()
-    config.eval.final_reranker.model = "qwen-max"
-    config.eval.final_reranker.base_url = "http://api.test/v1"
-    report = statute_report(statute_env, tasks, config, groups, "policy", tmp_path)
+    reranker = FinalRerankerConfig(model="qwen-max", base_url="http://api.test/v1")
+    env = evaluated_by(statute_env, final_reranker=reranker)
+    report = statute_report(env, tasks, groups, ReportRequest("test", "policy", tmp_path)).data
     assert report["notes"]["policy"]["final_reranker"]["unparsable_after_retries"] == 0
-    records = [json.loads(line) for line in (tmp_path / "eval_test.jsonl").open()]
-    for record in records:
-        for trajectory in record["trajectories"]:
-            pool = trajectory["outcome"]["pool"]
-            top = min(3, len(pool))
-            assert trajectory["final_ranking"] == pool[:top][::-1] + pool[top:]
-            assert trajectory["final_reranker"]["selected"] == top
+    lines = (tmp_path / "eval_test_final_rankings.jsonl").open()
+    records = [json.loads(line) for line in lines]
+    assert len(records) == sum(len(g.trajectories) for g in groups)
+    rankings = {}
+    for record, (group, trajectory) in zip(
+        records, [(g, t) for g in groups for t in g.trajectories], strict=True
+    ):
+        assert record["task_id"] == group.task.id
+        pool = trajectory.outcome["pool"]
+        top = min(3, len(pool))
+        assert record["final_ranking"] == pool[:top][::-1] + pool[top:]
+        assert record["final_reranker"]["selected"] == top
+        rankings.setdefault(group.task.id, []).append(record["final_ranking"])
     expected = np.mean(
         [
-            np.mean(
-                [
-                    direct(t["final_ranking"], r["task"]["gold"], 10)["mrr@10"]
-                    for t in r["trajectories"]
-                ]
-            )
-            for r in records
+            np.mean([direct(r, g.task.gold, 10)["mrr@10"] for r in rankings[g.task.id]])
+            for g in groups
         ]
     )
     assert report["systems"]["policy"]["mrr@10"]["mean"] == pytest.approx(expected)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from lexrl.eval.ranking import per_query_metrics, ranking_metrics
+from lexrl.envs.statute.ranking import per_query_metrics, ranking_metrics
 
 
 def direct(ranking, gold, k):
@@ -52,7 +52,7 @@ def test_nothing_retrieved_scores_zero_for_every_query():
 def test_ranx_compiling_its_metrics_prints_no_numba_warning(tmp_path):
     # numba warns only while compiling, so compile afresh in an empty cache.
     script = (
-        "from lexrl.eval.ranking import ranking_metrics\n"
+        "from lexrl.envs.statute.ranking import ranking_metrics\n"
         "print(ranking_metrics({'q': [1, 2]}, {'q': [2], 'r': [3]}, ks=[10]))\n"
     )
     result = subprocess.run(
