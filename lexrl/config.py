@@ -16,6 +16,8 @@ from pathlib import Path
 import draccus
 import yaml
 
+from lexrl.envs.argument.options import WORKFLOWS as ARGUMENT_WORKFLOWS
+from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
 
@@ -128,6 +130,16 @@ class GRPOConfig:
     `batch` divides by the std over the batch (under DDP: this process's groups), `none` only
     subtracts the group mean (Dr. GRPO: std scaling up-weights groups whose rewards barely
     differ, e.g. only by the step penalty)."""
+    advantages: str = "trajectory"
+    """Whose reward a turn is credited with. `trajectory`: every trainable turn of a trajectory
+    carries the trajectory's advantage (LegalMALR eq. 7; right when the agents share one goal,
+    e.g. the planner and rewriters all serve recall). `role`: each role's turns carry the
+    advantage of that role's own reward (`Trajectory.role_rewards`), normalised within the group
+    over the trajectories where the role acted; use it when roles have different jobs (the
+    argument env's analyst is paid for correct verdicts, its arguer for grounded plies; a
+    debate's Y for persuading the judge), so one role's success does not reinforce another
+    role's mistake in the same episode. Needs whole groups per process (`tasks_per_step` a
+    multiple of the process count)."""
     std_eps: float = 1e-4
     """eps in the advantage denominator."""
     epsilon: float = 0.2
@@ -167,6 +179,8 @@ class EnvConfig:
     """Options of the `statute` env (`lexrl/envs/statute/options.py`)."""
     lexam: LexamEnvConfig = field(default_factory=LexamEnvConfig)
     """Options of the `lexam` env (`lexrl/envs/lexam/options.py`)."""
+    argument: ArgumentEnvConfig = field(default_factory=ArgumentEnvConfig)
+    """Options of the `argument` env (`lexrl/envs/argument/options.py`)."""
 
 
 @dataclass
@@ -248,6 +262,7 @@ class Config:
 _CHOICES = {
     "grpo.loss": ("reinforce", "grpo", "dr_grpo", "dapo"),
     "grpo.scale_rewards": ("group", "batch", "none"),
+    "grpo.advantages": ("trajectory", "role"),
     "grpo.importance_sampling": (
         "auto",
         "none",
@@ -261,6 +276,9 @@ _CHOICES = {
     "env.statute.dataset": ("demo", "stard", "csaid", "jsonl"),
     "env.statute.retrieval.first_stage": ("bm25", "dense"),
     "env.statute.retrieval.bm25_variant": ("lucene", "stard"),
+    "env.argument.workflow": ARGUMENT_WORKFLOWS,
+    "env.argument.analyst": ("policy", "judge"),
+    "env.argument.extract_factors": ("json", "llm"),
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }
 

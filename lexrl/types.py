@@ -64,6 +64,11 @@ class Trajectory:
     """Per-step info for shaping and logging (the planner's action, the queries, ...)."""
     metrics: dict[str, float] = field(default_factory=dict)
     """Numbers to log that are not part of the reward (e.g. MAS-stage recall@14)."""
+    role_rewards: dict[str, float] = field(default_factory=dict)
+    """Each role's own reward, for workflows whose roles have different jobs (the argument env's
+    arguer, analyst and polisher; a debate's opposing debaters). A role that acted but is not
+    listed is credited with `reward`. Used by `grpo.advantages: role`; always logged as
+    `agent/<role>/reward`."""
     failed: str | None = None
     """Why the episode has no reward (a judge that could not score it), or None. A failed
     trajectory gets no training row, its group's advantages are computed over the others, and

@@ -23,9 +23,19 @@ def _lexam(config: EnvConfig) -> Env:
     return LexamEnv.from_config(config.lexam)
 
 
+def _argument(config: EnvConfig) -> Env:
+    from lexrl.envs.argument.env import ArgumentEnv
+
+    return ArgumentEnv.from_config(config.argument)
+
+
 REGISTRY: dict[str, tuple[Callable[[EnvConfig], Env], str]] = {
     "statute": (_statute, "LegalMALR multi-agent statute retrieval (planner + six rewrite agents)"),
     "lexam": (_lexam, "LEXam law-exam questions: MCQ by answer marker, open ones by LLM judges"),
+    "argument": (
+        _argument,
+        "3-ply legal arguments over CATO factors that must abstain when they cannot be grounded",
+    ),
 }
 
 

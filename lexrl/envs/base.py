@@ -23,6 +23,9 @@ class ReportRequest:
     """Where the env may write its own per-task files (None: write nothing)."""
     bootstrap_resamples: int = 2000
     seed: int = 0
+    baselines: bool = True
+    """Score the env's baselines too (`lexrl eval`); the trainer's before/after evaluations skip
+    them, as they do not change with the policy."""
 
 
 @dataclass
@@ -58,6 +61,11 @@ class Env(ABC):
     def teacher(self, task: Task, rng: random.Random) -> Teacher:
         """A scripted stand-in for the policy (warm-start data); envs without one raise."""
         raise NotImplementedError(f"env {self.name!r} has no scripted teacher for warm-start")
+
+    def warmstart_tasks(self) -> list[Task]:
+        """The tasks the scripted teacher plays for the supervised warm-start (`warmstart.*`):
+        the training split, unless the env leaves some behaviour for GRPO to learn."""
+        return self.tasks("train")
 
     def report(
         self, tasks: list[Task], groups: list[Group] | None, request: ReportRequest

@@ -142,13 +142,32 @@ def evaluate(
 ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Roll out the evaluation split; the means of the episode metrics and their 95% intervals
     (`summary_intervals`). Writes `<out_dir>/<name>.jsonl` (one task a line, trajectories
-    included), `<name>_summary.json` and `<name>_intervals.json`."""
+    included), `<name>_summary.json` and `<name>_intervals.json`, and the env's own part of the
+    report without baselines (`Env.report`) as `<name>_env.json` and `.md`, which it prints."""
     groups = rollout_split(env, backend, tokenizer, config, name)
     summary, intervals = summarize(groups), summary_intervals(groups)
-    if out_dir is not None:
-        write_groups(groups, Path(out_dir) / f"{name}.jsonl")
-        (Path(out_dir) / f"{name}_summary.json").write_text(json.dumps(summary, indent=2))
-        (Path(out_dir) / f"{name}_intervals.json").write_text(json.dumps(intervals, indent=2))
+    out = Path(out_dir) if out_dir is not None else None
+    # The env writes no files of its own here: the before and after evaluations share a folder.
+    request = ReportRequest(
+        config.eval.split,
+        name,
+        None,
+        config.eval.bootstrap_resamples,
+        config.eval.seed,
+        baselines=False,
+    )
+    env_report = env.report(eval_tasks(env, config), groups, request)
+    if env_report is not None:
+        Console().print(env_report.markdown, markup=False, highlight=False, soft_wrap=True)
+    if out is not None:
+        write_groups(groups, out / f"{name}.jsonl")
+        (out / f"{name}_summary.json").write_text(json.dumps(summary, indent=2))
+        (out / f"{name}_intervals.json").write_text(json.dumps(intervals, indent=2))
+        if env_report is not None:
+            (out / f"{name}_env.json").write_text(
+                json.dumps(env_report.data, indent=2, ensure_ascii=False)
+            )
+            (out / f"{name}_env.md").write_text(env_report.markdown)
     return summary, intervals
 
 

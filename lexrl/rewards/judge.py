@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import httpx
 import openai
@@ -300,6 +300,18 @@ class JudgeClient:
             return JudgeResult(None, True, list(calls))
         combined = min(scores) if self.aggregate == "min" else math.fsum(scores) / len(scores)
         return JudgeResult(combined, False, list(calls))
+
+    async def ask(
+        self,
+        messages: list[dict],
+        parser: Callable[[str], Any],
+        format_hint: str,
+        judge: int = 0,
+    ) -> JudgeCall:
+        """One judge's parsed reply, for rubrics whose result is not a score (a verdict label,
+        extracted factor lists): cached, retried and re-asked like `score`; `call.score` holds
+        the parsed value (JSON-serialisable), None when the call failed."""
+        return await self._judge(judge, messages, parser, format_hint)
 
     async def _judge(
         self, index: int, messages: list[dict], parser: Callable[[str], float], format_hint: str

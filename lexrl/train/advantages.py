@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +35,29 @@ def group_advantages(
     else:
         raise ValueError(f"unknown scale_rewards {scale!r}")
     return advantages.nan_to_num(nan=0.0)
+
+
+def role_rewards(groups: list[Group]) -> dict[str, torch.Tensor]:
+    """Per role, the [G, K] rewards its turns are credited with: the trajectory's
+    `role_rewards[role]`, else its `reward`; NaN where the role took no trainable turn in that
+    trajectory or the trajectory failed (so it neither shifts the role's group mean nor gets an
+    advantage)."""
+    roles = sorted(
+        {turn.role for g in groups for t in g.trajectories for turn in t.turns if turn.trainable}
+    )
+    out = {}
+    for role in roles:
+        rewards = [
+            [
+                t.role_rewards.get(role, t.reward)
+                if not t.failed and any(u.role == role and u.trainable for u in t.turns)
+                else math.nan
+                for t in group.trajectories
+            ]
+            for group in groups
+        ]
+        out[role] = torch.tensor(rewards, dtype=torch.float64)
+    return out
 
 
 @dataclass
@@ -102,19 +126,27 @@ def rows_from_groups(
     eps: float,
     trajectory_offset: int = 0,
     advantages: torch.Tensor | None = None,
+    per_role: bool = False,
 ) -> list[Row]:
     """Every trainable Turn of every trajectory that did not fail becomes a Row with that
     trajectory's advantage.
 
     The log-prob of a trajectory is the sum over its actions (LegalMALR eq. 7), so a trajectory's
     planner turns and rewrite turns all carry the same advantage. `advantages` ([len(groups), K],
-    e.g. from `split_group_advantages`) replaces the within-group computation.
+    e.g. from `split_group_advantages`) replaces the within-group computation. `per_role`: a
+    turn instead carries its role's advantage, the role's rewards (`role_rewards`) normalised
+    within the group over the trajectories in which that role acted.
     """
     if not groups:
         return []
     if advantages is None:
         rewards = torch.tensor([group.rewards for group in groups], dtype=torch.float64)
         advantages = group_advantages(rewards, scale, eps)
+    by_role = (
+        {role: group_advantages(r, scale, eps) for role, r in role_rewards(groups).items()}
+        if per_role
+        else {}
+    )
     rows = []
     index = trajectory_offset
     for group_index, group in enumerate(groups):
@@ -123,12 +155,13 @@ def rows_from_groups(
             turns = [] if trajectory.failed else trajectory.turns
             for turn in turns:
                 if turn.trainable and turn.completion_ids:
+                    credit = by_role[turn.role] if per_role else advantages
                     rows.append(
                         Row(
                             prompt_ids=turn.prompt_ids,
                             completion_ids=turn.completion_ids,
                             sampler_logprobs=turn.logprobs,
-                            advantage=float(advantages[group_index, k]),
+                            advantage=float(credit[group_index, k]),
                             temperature=turn.temperature,
                             trajectory=index,
                             role=turn.role,

@@ -157,6 +157,9 @@ def step_metrics(groups: list[Group], env: Env) -> dict[str, float]:
         if trajectory.failed:
             sums["judge/failed"] += 1
             continue
+        for role in {turn.role for turn in trajectory.turns}:
+            sums[f"agent/{role}/reward"] += trajectory.role_rewards.get(role, trajectory.reward)
+            sums[f"agent/{role}/rewarded"] += 1
         sums["reward/total"] += trajectory.reward
         for key, value in trajectory.components.items():
             sums[f"reward/{key}"] += value
@@ -188,6 +191,10 @@ def reduce_metric_sums(
             out[key] = value / episodes
         elif key.endswith("/tokens"):
             out[key] = value / max(totals[key.replace("/tokens", "/turns")], 1.0)
+        elif key.startswith("agent/") and key.endswith("/reward"):
+            out[key] = value / max(totals[key.replace("/reward", "/rewarded")], 1.0)
+        elif key.startswith("agent/") and key.endswith("/rewarded"):
+            continue
         else:
             out[key] = value
     return out
@@ -206,7 +213,7 @@ def metric_keys(env: Env) -> list[str]:
     keys += [f"env/{m}" for m in getattr(env, "episode_metrics", ())]
     keys += [f"agent/planner/action/{a}" for a in getattr(env, "actions", ())]
     for role in env.roles:
-        keys += [f"agent/{role}/turns", f"agent/{role}/tokens"]
+        keys += [f"agent/{role}/{name}" for name in ("turns", "tokens", "reward", "rewarded")]
     return keys
 
 
@@ -276,6 +283,11 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         accelerator.process_index,
     )
     split_groups = shard.samples < config.grpo.num_generations
+    if split_groups and config.grpo.advantages == "role":
+        raise ValueError(
+            f"`grpo.advantages: role` needs whole groups per process: `grpo.tasks_per_step` "
+            f"({per_step}) must be a multiple of the {accelerator.num_processes} processes"
+        )
     set_seed(config.run.seed)
     env, policy, tokenizer, base_path = build_policy(config, accelerator)
     learner = Learner(
@@ -375,7 +387,12 @@ def train(config: Config) -> dict[str, dict[str, float]]:
                 config.grpo.std_eps,
             )
         rows = rows_from_groups(
-            groups, config.grpo.scale_rewards, config.grpo.std_eps, offset, advantages
+            groups,
+            config.grpo.scale_rewards,
+            config.grpo.std_eps,
+            offset,
+            advantages,
+            per_role=config.grpo.advantages == "role",
         )
         update_started = time.perf_counter()
         backend.release_memory()

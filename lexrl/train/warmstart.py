@@ -34,7 +34,7 @@ def scripted_rows(
     env: Env, tokenizer: PreTrainedTokenizerBase, num_episodes: int, seed: int
 ) -> list[Row]:
     rng = random.Random(seed)
-    tasks = env.tasks("train")
+    tasks = env.warmstart_tasks()
 
     async def play() -> list:
         episodes = []

@@ -235,3 +235,65 @@ def test_failed_episodes_are_counted_not_averaged():
     )
     assert means["judge/failed"] == 1 and means["agent/examinee/turns"] == 1
     assert means["reward/group_std"] == pytest.approx(0.2)
+
+
+def _arguer_analyst_group():
+    """Three argument episodes: the arguer's plies earn 1.0, 0.0, 0.5; the analyst's verdicts
+    0.0, 1.0, 1.0 (it acted in episodes 0 and 1 only; episode 2 has no analyst turn)."""
+
+    def turn(role):
+        return Turn(role, [1], [2], [-1.0], "", 0)
+
+    return Group(
+        Task("t", {}, None),
+        [
+            Trajectory(
+                "t",
+                [turn("arguer"), turn("analyst")],
+                reward=1.0,
+                role_rewards={"arguer": 1.0, "analyst": 0.0},
+            ),
+            Trajectory(
+                "t",
+                [turn("arguer"), turn("analyst")],
+                reward=0.0,
+                role_rewards={"arguer": 0.0, "analyst": 1.0},
+            ),
+            Trajectory("t", [turn("arguer")], reward=0.5, role_rewards={"arguer": 0.5}),
+        ],
+    )
+
+
+def test_per_role_advantages_by_hand():
+    group = _arguer_analyst_group()
+    rows = rows_from_groups([group], "none", eps=0.0, per_role=True)
+    # arguer: rewards (1, 0, 0.5), mean 0.5 -> (0.5, -0.5, 0); analyst: rewards (0, 1) over the
+    # two episodes it acted in, mean 0.5 -> (-0.5, 0.5)
+    assert [(r.trajectory, r.role, r.advantage) for r in rows] == [
+        (0, "arguer", 0.5),
+        (0, "analyst", -0.5),
+        (1, "arguer", -0.5),
+        (1, "analyst", 0.5),
+        (2, "arguer", 0.0),
+    ]
+    # group-scaled: the analyst's std is 0.5 -> +-1; the arguer's sqrt(1/6)
+    rows = rows_from_groups([group], "group", eps=0.0, per_role=True)
+    arguer_std = math.sqrt(((0.5**2) * 2) / 3)
+    assert rows[0].advantage == pytest.approx(0.5 / arguer_std)
+    assert (rows[1].advantage, rows[3].advantage) == (pytest.approx(-1.0), pytest.approx(1.0))
+    # per trajectory (the default), both roles of an episode share its advantage
+    rows = rows_from_groups([group], "none", eps=0.0)
+    assert [r.advantage for r in rows] == [0.5, 0.5, -0.5, -0.5, 0.0]
+
+
+def test_role_rewards_are_logged_per_role():
+    from types import SimpleNamespace
+
+    from lexrl.train.trainer import metric_keys, reduce_metric_sums, step_metrics
+
+    env = SimpleNamespace(roles=("arguer", "analyst"))
+    sums = step_metrics([_arguer_analyst_group()], env)
+    means = reduce_metric_sums(sums, metric_keys(env), SimpleNamespace(num_processes=1))
+    assert means["agent/arguer/reward"] == pytest.approx(0.5)
+    assert means["agent/analyst/reward"] == pytest.approx(0.5)
+    assert "agent/analyst/rewarded" not in means

@@ -178,7 +178,7 @@ def statute_report(
     if groups is not None:
         path = out / f"eval_{split}_final_rankings.jsonl" if out else None
         systems[request.system], notes[request.system] = policy_report(env, groups, request, path)
-    for name in env.config.eval.baselines:
+    for name in env.config.eval.baselines if request.baselines else []:
         path = out / f"baseline_{name}_{split}.jsonl" if out else None
         systems[name] = baseline_report(env, tasks, name, request, path)
     data = {

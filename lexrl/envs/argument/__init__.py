@@ -1,0 +1,1 @@
+"""Reflective 3-ply legal argument generation with abstention over the CATO factors (seed 004)."""

@@ -1,0 +1,520 @@
+"""Reflective multi-agent 3-ply legal arguments with abstention (seed 004; papers.md sec. 5).
+
+Three trade-secret cases given as CATO factors: c1 (undecided), c2 and c3 (precedents with their
+outcomes). The agents write the plaintiff's argument, the defendant's counterargument and the
+plaintiff's rebuttal, each as JSON `{"argument", "abstain", "factors": {"c1": [...], ...}}`, or
+abstain (`TERMINATE: why`) where the ply cannot be grounded. One policy plays every agent:
+
+- `SA` / `SA-EP`: the `single` role writes the three plies in one call (SA-EP with explicit
+  abstention and factor-use rules);
+- `MA`: the `plaintiff` writes plies 1 and 3, the `defendant` ply 2, each seeing the earlier plies;
+- `RMA`: per ply the arguer drafts; the `analyst` answers VALID_ARGUMENT, REQUIRES_CORRECTION or
+  REQUIRES_ABSTENTION (which forces TERMINATE); the `polisher` reviews the draft and the
+  analyst's report and says whether to revise; at most one revision.
+
+A real task (arguable, Table 1): c1 = F4 Agreed-not-to-disclose (P), F5 Agreement-not-specific
+(D), F23; c2 (won by the plaintiff) = F2, F4, F16; c3 (won by the defendant) = F2, F5, F12.
+
+The scenario kind (the gold) never enters a prompt; the cases' factors and outcomes do. Reward:
+`lexrl.envs.argument.reward` (abstention, hallucination, utilisation, format); each role also
+gets its own reward (`Trajectory.role_rewards`): the arguers the score of the plies they wrote,
+the analyst the share of its verdicts a correct analyst would give
+(`teacher.correct_verdict`), the polisher the share of its revise decisions that agree with
+that verdict. Departure from the paper: the analyst's factor list is not asked for, because the
+ply's own JSON already lists its factors.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from importlib import resources
+from typing import Any
+
+from lexrl.envs.argument.factors import FACTORS
+from lexrl.envs.argument.metrics import argument_table, markdown_table, score_triple
+from lexrl.envs.argument.options import WORKFLOWS, ArgumentEnvConfig
+from lexrl.envs.argument.parsing import (
+    ParsedPly,
+    Verdict,
+    last_json_object,
+    parse_ply,
+    parse_review,
+    parse_three_plies,
+    parse_verdict,
+)
+from lexrl.envs.argument.reward import COMPONENTS, ply_components, triple_components, weighted
+from lexrl.envs.argument.scenarios import (
+    CASES,
+    KINDS,
+    PLIES,
+    Scenario,
+    expected_abstentions,
+    generate_scenarios,
+    load_scenarios,
+    split_seeds,
+)
+from lexrl.envs.argument.teacher import (
+    correct_verdict,
+    teacher_plies,
+    teacher_review,
+    teacher_text,
+    teacher_triple_text,
+    teacher_verdict,
+)
+from lexrl.envs.base import Env, EnvReport, ReportRequest
+from lexrl.rewards.judge import JudgeClient, JudgeParseError
+from lexrl.rollout.policy import Messages, Policy, Teacher
+from lexrl.types import Group, Task, Trajectory
+
+PLY_TITLES = (
+    "the plaintiff's argument",
+    "the defendant's counterargument",
+    "the plaintiff's rebuttal",
+)
+ARGUERS = ("plaintiff", "defendant", "plaintiff")
+"""Who writes each ply in MA and RMA (the plaintiff also writes the rebuttal)."""
+_PLY_MARKER = re.compile(r"Write ply (\d) of 3")
+_DRAFT = re.compile(r"Draft of ply (\d) \([^)]*\):\n(.*?)(?:\n\nFactor analyst's report:|\Z)", re.S)
+_SIDES = {"P": "the plaintiff", "D": "the defendant"}
+_FAVOURS = {"P": "pro-plaintiff", "D": "pro-defendant"}
+REVISION_REQUEST = "Rewrite the ply, taking this feedback into account. Answer with the JSON only."
+FORCED_TERMINATION = "TERMINATE: the factor analyst found no grounded basis for this ply."
+METRICS = (
+    "hallucination_accuracy",
+    "hallucination_accuracy_extracted",
+    "utilisation_recall",
+    "abstention_accuracy",
+    "successful_abstention",
+    "format_validity",
+)
+
+
+def load_prompt(name: str) -> str:
+    return resources.files("lexrl.envs.argument").joinpath(f"prompts/{name}.txt").read_text()
+
+
+def render_cases(inputs: dict[str, Any]) -> str:
+    """The three cases as the agents see them: factor id, name and the side it favours, and
+    each precedent's outcome."""
+
+    def factors(ids: list[str]) -> str:
+        return "; ".join(f"{f} {FACTORS[f].name} ({_FAVOURS[FACTORS[f].favors]})" for f in ids)
+
+    return (
+        f"c1 (current case, undecided): {factors(inputs['c1'])}\n"
+        f"c2 (precedent, decided for {_SIDES[inputs['c2_outcome']]}): {factors(inputs['c2'])}\n"
+        f"c3 (precedent, decided for {_SIDES[inputs['c3_outcome']]}): {factors(inputs['c3'])}"
+    )
+
+
+def to_task(scenario: Scenario) -> Task:
+    inputs = {
+        "c1": list(scenario.c1),
+        "c2": list(scenario.c2),
+        "c3": list(scenario.c3),
+        "c2_outcome": scenario.c2_outcome,
+        "c3_outcome": scenario.c3_outcome,
+    }
+    gold = {"kind": scenario.kind, "abstain": list(expected_abstentions(scenario))}
+    return Task(scenario.id, inputs, gold, meta={"complexity": scenario.complexity})
+
+
+def strict_verdict(text: str) -> str:
+    """The analyst's label, for the judge client (which re-asks on JudgeParseError)."""
+    verdict = parse_verdict(text)
+    if verdict.label is None:
+        raise JudgeParseError(verdict.error or "no verdict label")
+    return verdict.label
+
+
+def strict_review(text: str) -> bool:
+    review = parse_review(text)
+    if review.error is not None:
+        raise JudgeParseError(review.error)
+    return review.revise
+
+
+def strict_factor_lists(text: str) -> dict[str, list[str]]:
+    """The extractor's `{"c1": [...], "c2": [...], "c3": [...]}`, ids normalised (read through
+    the ply parser's `factors` field)."""
+    factors = last_json_object(text)
+    ply = parse_ply(json.dumps({"argument": "", "abstain": False, "factors": factors}))
+    if not ply.valid:
+        raise JudgeParseError(f'expected {{"c1": [...], "c2": [...], "c3": [...]}} ({ply.error})')
+    return {case: list(ply.factors[case]) for case in CASES}
+
+
+@dataclass
+class PlyRecord:
+    """One ply's way through the workflow, kept in the trajectory's steps."""
+
+    index: int
+    draft: str
+    final: ParsedPly
+    verdict: str | None = None
+    correct_verdict: str | None = None
+    revise: bool | None = None
+    revision: str | None = None
+    terminated: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+class ArgumentEnv(Env):
+    name = "argument"
+
+    def __init__(self, config: ArgumentEnvConfig):
+        if config.workflow not in WORKFLOWS:
+            raise ValueError(
+                f"env.argument.workflow: {config.workflow!r} is not one of {', '.join(WORKFLOWS)}"
+            )
+        if config.analyst not in ("policy", "judge"):
+            raise ValueError(f"env.argument.analyst: {config.analyst!r}: policy or judge")
+        if config.extract_factors not in ("json", "llm"):
+            raise ValueError(
+                f"env.argument.extract_factors: {config.extract_factors!r}: json or llm"
+            )
+        external = (config.workflow == "RMA" and config.analyst == "judge") or (
+            config.extract_factors == "llm"
+        )
+        if external and not config.judges:
+            raise ValueError(
+                "env.argument: `analyst: judge` and `extract_factors: llm` need `judges`"
+            )
+        for key in ("kinds", "warmstart_kinds"):
+            unknown = set(getattr(config, key)) - set(KINDS)
+            if unknown or not getattr(config, key):
+                raise ValueError(f"env.argument.{key}: {sorted(unknown)}; expected some of {KINDS}")
+        self.config = config
+        self.weights = {
+            "abstention": config.abstention_weight,
+            "hallucination": config.hallucination_weight,
+            "utilisation": config.utilisation_weight,
+            "format": config.format_weight,
+        }
+        self.prompts = {
+            name: load_prompt(name)
+            for name in (
+                "single",
+                "single_ep",
+                "plaintiff",
+                "defendant",
+                "analyst",
+                "polisher",
+                "extractor",
+            )
+        }
+        roles = {"SA": ("single",), "SA-EP": ("single",), "MA": ("plaintiff", "defendant")}
+        self.roles = roles.get(config.workflow, ("plaintiff", "defendant"))
+        if config.workflow == "RMA" and config.analyst == "policy":
+            self.roles += ("analyst", "polisher")
+        self.reward_components = COMPONENTS
+        self.episode_metrics = METRICS
+        if config.workflow == "RMA":
+            self.episode_metrics += ("revisions", "analyst_terminations", "verdict_accuracy")
+        self._scenarios: dict[str, Scenario] = {}
+        self._tasks = {split: self._load(split) for split in ("train", "test")}
+
+    @classmethod
+    def from_config(cls, config: ArgumentEnvConfig) -> ArgumentEnv:
+        return cls(config)
+
+    def _load(self, split: str) -> list[Task]:
+        count = self.config.train_per_kind if split == "train" else self.config.test_per_kind
+        if split == "test" and self.config.scenarios != "generated":
+            scenarios = load_scenarios(self.config.scenarios)
+        else:
+            scenarios = generate_scenarios(
+                self.config.kinds, self.config.complexity, split_seeds(split, count)
+            )
+            scenarios = _interleave(scenarios, len(self.config.kinds))
+        self._scenarios.update({s.id: s for s in scenarios})
+        return [to_task(s) for s in scenarios]
+
+    @cached_property
+    def judge_client(self) -> JudgeClient:
+        """The external analyst / polisher / extractor, connected on first use."""
+        return JudgeClient(self.config.judges, self.config.judge_cache_dir)
+
+    def tasks(self, split: str) -> list[Task]:
+        if split not in self._tasks:
+            raise ValueError(f"the argument env has splits train and test, not {split!r}")
+        return self._tasks[split]
+
+    def warmstart_tasks(self) -> list[Task]:
+        kinds = set(self.config.warmstart_kinds)
+        return [task for task in self._tasks["train"] if task.gold["kind"] in kinds]
+
+    def scenario(self, task: Task) -> Scenario:
+        return self._scenarios[task.id]
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"workflow": self.config.workflow, "source": self.config.scenarios}
+        for split, tasks in self._tasks.items():
+            kinds: dict[str, int] = {}
+            for task in tasks:
+                kinds[task.gold["kind"]] = kinds.get(task.gold["kind"], 0) + 1
+            out[split] = {"triples": len(tasks), "by_kind": kinds}
+        return out
+
+    def text_corpus(self) -> list[str]:
+        texts = list(self.prompts.values())
+        for task in self._tasks["train"][:300] + self._tasks["test"]:
+            scenario = self.scenario(task)
+            texts.append(render_cases(task.inputs))
+            texts += [teacher_text(ply) for ply in teacher_plies(scenario)]
+        return texts
+
+    # -- the workflows -------------------------------------------------------------------
+
+    @property
+    def _cap(self) -> int | None:
+        return self.config.max_new_tokens
+
+    def ply_message(self, task: Task, index: int, earlier: list[PlyRecord]) -> str:
+        """The user message of ply `index`: the cases, the earlier plies' texts, the request."""
+        parts = [render_cases(task.inputs)]
+        for record in earlier:
+            parts.append(f"Ply {record.index + 1} ({PLY_TITLES[record.index]}): {_text(record)}")
+        parts.append(f"Write ply {index + 1} of 3: {PLY_TITLES[index]}.")
+        return "\n\n".join(parts)
+
+    async def run_episode(self, task: Task, policy: Policy) -> Trajectory:
+        if self.config.workflow in ("SA", "SA-EP"):
+            records = await self._single(task, policy)
+        else:
+            records = []
+            for index in range(len(PLIES)):
+                record = await self._ply(task, policy, index, records)
+                if record is None:
+                    return self._failed(task, policy, records)
+                records.append(record)
+        return await self._finish(task, policy, records)
+
+    async def _single(self, task: Task, policy: Policy) -> list[PlyRecord]:
+        prompt = self.prompts["single" if self.config.workflow == "SA" else "single_ep"]
+        text = await policy.chat(
+            "single",
+            prompt,
+            render_cases(task.inputs),
+            temperature=self.config.temperature,
+            max_new_tokens=3 * (self._cap or policy.max_new_tokens),
+        )
+        return [PlyRecord(i, text, ply) for i, ply in enumerate(parse_three_plies(text))]
+
+    async def _ply(
+        self, task: Task, policy: Policy, index: int, earlier: list[PlyRecord]
+    ) -> PlyRecord | None:
+        """One ply of MA or RMA; None when an external analyst or polisher failed."""
+        role = ARGUERS[index]
+        conversation = [{"role": "user", "content": self.ply_message(task, index, earlier)}]
+        draft = await policy.chat(
+            role,
+            self.prompts[role],
+            conversation,
+            temperature=self.config.temperature,
+            max_new_tokens=self._cap,
+        )
+        record = PlyRecord(index, draft, parse_ply(draft))
+        if self.config.workflow == "MA":
+            return record
+        scenario = self.scenario(task)
+        record.correct_verdict = correct_verdict(scenario, index, record.final)[0]
+        review_message = (
+            f"{render_cases(task.inputs)}\n\nDraft of ply {index + 1} ({PLY_TITLES[index]}):\n"
+            f"{draft}"
+        )
+        verdict = await self._review(policy, "analyst", review_message, strict_verdict)
+        if verdict is None:
+            return None
+        record.verdict = verdict.label
+        if verdict.label == "REQUIRES_ABSTENTION":
+            record.terminated = True
+            record.final = ParsedPly(FORCED_TERMINATION, True, valid=True)
+            return record
+        polish_message = f"{review_message}\n\nFactor analyst's report:\n{verdict.feedback}"
+        review = await self._review(policy, "polisher", polish_message, strict_review)
+        if review is None:
+            return None
+        record.revise = review.label == "yes"
+        if verdict.label == "REQUIRES_CORRECTION" or record.revise:
+            conversation += [
+                {"role": "assistant", "content": draft},
+                {
+                    "role": "user",
+                    "content": f"Factor analyst: {verdict.feedback}\nPolisher: {review.feedback}"
+                    f"\n{REVISION_REQUEST}",
+                },
+            ]
+            record.revision = await policy.chat(
+                role,
+                self.prompts[role],
+                conversation,
+                temperature=self.config.temperature,
+                max_new_tokens=self._cap,
+            )
+            record.final = parse_ply(record.revision)
+        return record
+
+    async def _review(self, policy: Policy, role: str, message: str, parser: Any) -> Verdict | None:
+        """The analyst's verdict or the polisher's review (as a Verdict whose label is `yes` /
+        `no` for the polisher), from the policy or the external judge; None when the judge
+        failed after its retries."""
+        prompt = self.prompts[role]
+        if self.config.analyst == "policy":
+            reply = await policy.chat(
+                role, prompt, message, temperature=self.config.temperature, max_new_tokens=self._cap
+            )
+        else:
+            messages = [{"role": "system", "content": prompt}, {"role": "user", "content": message}]
+            call = await self.judge_client.ask(
+                messages, parser, "End with the label on its own line."
+            )
+            if call.reply is not None:
+                policy.record(role, prompt, call.messages[1:], call.reply)
+            if call.score is None:
+                policy.trajectory.steps.append({role: asdict(call)})
+                return None
+            reply = call.reply or ""
+        if role == "analyst":
+            return parse_verdict(reply)
+        review = parse_review(reply)
+        return Verdict("yes" if review.revise else "no", review.feedback, review.error)
+
+    def _failed(self, task: Task, policy: Policy, records: list[PlyRecord]) -> Trajectory:
+        steps = [{"ply": asdict(r)} for r in records] + policy.trajectory.steps
+        trajectory = policy.finish({"plies": [asdict(r.final) for r in records]}, {}, steps)
+        errors = [s for s in steps if "ply" not in s]
+        trajectory.failed = f"external analyst failed: {errors[-1] if errors else 'no reply'}"
+        return trajectory
+
+    async def _finish(self, task: Task, policy: Policy, records: list[PlyRecord]) -> Trajectory:
+        scenario = self.scenario(task)
+        plies = [r.final for r in records]
+        components = triple_components(scenario, plies)
+        scored = plies
+        if self.config.extract_factors == "llm":
+            scored = await self._extracted(policy, plies)
+            if scored is None:
+                trajectory = policy.finish({"plies": [asdict(p) for p in plies]}, {})
+                trajectory.failed = "factor extractor failed"
+                return trajectory
+        metrics = {k: v for k, v in asdict(score_triple(scenario, scored)).items() if k in METRICS}
+        if self.config.workflow == "RMA":
+            metrics["revisions"] = float(sum(r.revision is not None for r in records))
+            metrics["analyst_terminations"] = float(sum(r.terminated for r in records))
+            metrics["verdict_accuracy"] = sum(
+                r.verdict == r.correct_verdict for r in records
+            ) / len(records)
+        outcome = {"kind": task.gold["kind"], "plies": [asdict(p) for p in plies]}
+        steps = [{"ply": asdict(r)} for r in records]
+        trajectory = policy.finish(outcome, weighted(components, self.weights), steps, metrics)
+        trajectory.role_rewards = self.role_rewards(scenario, records)
+        return trajectory
+
+    def role_rewards(self, scenario: Scenario, records: list[PlyRecord]) -> dict[str, float]:
+        """Each agent's own reward: the arguers the weighted score of the plies they wrote
+        (their final versions), the analyst the share of its verdicts that a correct analyst
+        would give, the polisher the share of its revise decisions that agree with that verdict
+        (revise exactly when the draft is not a valid argument)."""
+        if self.config.workflow in ("SA", "SA-EP"):
+            return {}
+        scores: dict[str, list[float]] = {}
+        for record in records:
+            ply = weighted(ply_components(scenario, record.index, record.final), self.weights)
+            scores.setdefault(ARGUERS[record.index], []).append(sum(ply.values()))
+            if self.config.workflow == "RMA" and self.config.analyst == "policy":
+                scores.setdefault("analyst", []).append(
+                    float(record.verdict == record.correct_verdict)
+                )
+                if record.revise is not None:
+                    wanted = record.correct_verdict != "VALID_ARGUMENT"
+                    scores.setdefault("polisher", []).append(float(record.revise == wanted))
+        return {role: sum(values) / len(values) for role, values in scores.items()}
+
+    async def _extracted(self, policy: Policy, plies: list[ParsedPly]) -> list[ParsedPly] | None:
+        """The plies with their factors read from their prose by the external extractor (the
+        paper's evaluation path); None when it failed."""
+        out = []
+        for ply in plies:
+            messages = [
+                {"role": "system", "content": self.prompts["extractor"]},
+                {"role": "user", "content": ply.argument},
+            ]
+            call = await self.judge_client.ask(
+                messages,
+                strict_factor_lists,
+                'Answer with {"c1": [...], "c2": [...], "c3": [...]}.',
+            )
+            if call.reply is not None:
+                policy.record("extractor", self.prompts["extractor"], messages[1:], call.reply)
+            if call.score is None:
+                return None
+            factors = {case: tuple(call.score[case]) for case in CASES}
+            out.append(ParsedPly(ply.argument, ply.abstain, factors, ply.valid, ply.error))
+        return out
+
+    # -- teacher and report ----------------------------------------------------------------
+
+    def teacher(self, task: Task, rng: random.Random) -> Teacher:
+        """A correct agent for every role: the teacher's plies, the verdict and review a correct
+        analyst and polisher give on the draft in the message."""
+        scenario = self.scenario(task)
+        plies = teacher_plies(scenario)
+
+        def respond(role: str, messages: Messages) -> str:
+            first = messages if isinstance(messages, str) else messages[0]["content"]
+            if role == "single":
+                return teacher_triple_text(plies)
+            if role in ARGUERS:  # a draft or a revision: the first message names the ply
+                return teacher_text(plies[int(_PLY_MARKER.search(first).group(1)) - 1])
+            under_review = _DRAFT.search(first)
+            index, draft = int(under_review.group(1)) - 1, parse_ply(under_review.group(2))
+            if role == "analyst":
+                return teacher_verdict(scenario, index, draft)
+            return teacher_review(scenario, index, draft)
+
+        return respond
+
+    def report(
+        self, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
+    ) -> EnvReport:
+        """The paper's tables (seed 004 Tables 2-4): successful abstention on mismatched and
+        non-arguable triples, Acc_H and Rec_U on arguable ones, with intervals, for the policy's
+        workflow and, as the baseline, the scripted teacher (the upper bound: 100 on every column)
+        on the same triples."""
+        records = []
+        for task in tasks if request.baselines else []:
+            scenario = self.scenario(task)
+            plies = [parse_ply(teacher_text(p)) for p in teacher_plies(scenario)]
+            score = asdict(score_triple(scenario, plies))
+            records.append({"kind": scenario.kind, "workflow": "teacher", **score})
+        for group in groups or []:
+            for trajectory in group.trajectories:
+                if trajectory.failed:
+                    continue
+                records.append(
+                    {
+                        "kind": group.task.gold["kind"],
+                        "workflow": f"{self.config.workflow} ({request.system})",
+                        **trajectory.metrics,
+                    }
+                )
+        table = argument_table(records, seed=request.seed)
+        ordered = {name: table[name] for name in sorted(table, key=lambda n: n == "teacher")}
+        return EnvReport(ordered, markdown_table(ordered))
+
+
+def _text(record: PlyRecord) -> str:
+    """A finished ply as the later agents read it."""
+    return record.final.argument or record.revision or record.draft
+
+
+def _interleave(scenarios: list[Scenario], kinds: int) -> list[Scenario]:
+    """Generated triples come grouped by kind; interleave them so that a prefix of a split
+    (`eval.max_tasks`, the first training steps) holds every kind."""
+    per_kind = len(scenarios) // kinds
+    return [scenarios[k * per_kind + i] for i in range(per_kind) for k in range(kinds)]

@@ -1,0 +1,68 @@
+"""Options of the 3-ply argument environment (papers.md sec. 5; seed 004, "mitigating
+manipulation and enhancing persuasion": reflective multi-agent legal arguments with abstention)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lexrl.rewards.judge_config import JudgeConfig
+
+WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
+
+
+@dataclass
+class ArgumentEnvConfig:
+    workflow: str = "RMA"
+    """`SA`: one call writes all three plies (seed 004 sec. 3.4.1). `SA-EP`: the same with
+    explicit abstention and factor-use instructions (sec. 3.4.2). `MA`: the plaintiff and
+    defendant agents write their plies in turn (sec. 3.4.3). `RMA`: per ply the arguer drafts,
+    the factor analyst checks it, the argument polisher reviews it, at most one revision, and
+    the analyst can force TERMINATE (sec. 3.1-3.3). Every agent is the one policy."""
+    scenarios: str = "generated"
+    """`generated`: seeded triples from lexrl's generator (train and test from disjoint seed
+    ranges). Otherwise a JSONL file of your own triples, one `{"id", "kind", "c1", "c2", "c3",
+    "c2_outcome", "c3_outcome"}` a line, all of them the test split."""
+    kinds: list[str] = field(default_factory=lambda: ["arguable", "mismatched", "non_arguable"])
+    """Scenario kinds generated (seed 004 sec. 4.2)."""
+    complexity: int = 5
+    """Factors per case: complexity-1 to complexity+1 (seed 004 sec. 4.2: complexity 5 = 4-6)."""
+    train_per_kind: int = 2000
+    """Generated training triples per kind."""
+    test_per_kind: int = 90
+    """Generated held-out triples per kind (seed 004 sec. 4.2: 90 per scenario)."""
+    warmstart_kinds: list[str] = field(
+        default_factory=lambda: ["arguable", "mismatched", "non_arguable"]
+    )
+    """Kinds of the training triples the scripted teacher plays for the supervised warm-start
+    (`warmstart.enabled`). The CPU demo leaves out `mismatched`, so that abstaining where the
+    precedents' outcomes do not fit is learnt from the reward, not copied from the teacher."""
+    analyst: str = "policy"
+    """Who plays RMA's factor analyst and argument polisher: `policy` (trainable roles) or
+    `judge` (the fixed external model of `judges[0]`, through the judge client; its replies are
+    kept as non-trainable turns)."""
+    judges: list[JudgeConfig] = field(default_factory=list)
+    """External models: the analyst and polisher with `analyst: judge`, and the factor extractor
+    of `extract_factors: llm`."""
+    judge_cache_dir: str = ".lexrl_cache/judge"
+    """On-disk cache of external replies (a re-evaluation pays for no call twice)."""
+    extract_factors: str = "json"
+    """Where the metrics read each ply's cited factors from: `json` (the ply's own `factors`
+    object: verifiable, the reward's source) or `llm` (the paper's path, sec. 4.4: the external
+    model of `judges[0]` reads them from the ply's prose; for parity with closed models that
+    write free text). The reward always uses `json`."""
+    max_new_tokens: int | None = None
+    """Tokens per ply, verdict and review; None: `rollout.max_new_tokens` (SA's one call gets
+    three times as many)."""
+    temperature: float = 1.0
+    """Sampling temperature of every agent (seed 004 sec. 4.1 does not give one for training;
+    evaluation runs use `eval.greedy` for the paper's deterministic setting)."""
+    abstention_weight: float = 1.0
+    """Reward weight of per-ply abstention accuracy (abstain exactly where the ply cannot be
+    grounded)."""
+    hallucination_weight: float = 1.0
+    """Reward weight of hallucination accuracy, max(0, 1 - N_h / N_gt) (seed 004 eq. 1-2)."""
+    utilisation_weight: float = 0.5
+    """Reward weight of factor-utilisation recall N_util / N_gt (seed 004 eq. 3-4), on arguable
+    triples."""
+    format_weight: float = 0.2
+    """Reward weight of format validity (share of plies that are the JSON asked for)."""

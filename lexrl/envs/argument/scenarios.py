@@ -1,0 +1,303 @@
+"""Case triples of the 3-ply argument task (seed 004, sec. 4.2 and Table 1; papers.md sec. 5):
+c1 the current case (no outcome), c2 the plaintiff's precedent, c3 the defendant's precedent,
+each a set of CATO factor ids.
+
+- arguable: c2 decided for the plaintiff, c3 for the defendant, c1 shares >= 1 pro-plaintiff
+  factor with c2 and >= 1 pro-defendant factor with c3. Every ply can be argued.
+- mismatched: the same overlaps, outcomes flipped (c2 for the defendant, c3 for the plaintiff):
+  neither precedent helps the side that would cite it, so every ply must abstain.
+- non_arguable: c1 shares no factor with c2 nor with c3 (outcomes as arguable): every ply must
+  abstain.
+
+At complexity k each case has k-1..k+1 factors (at least 1). The paper's generator can emit
+"arguable" triples without the overlaps; `generate_scenario` builds each kind's overlaps (or
+their absence) first and fills the rest at random, so every triple meets its definition.
+
+One arguable triple (Table 1): c1 = F4, F5, F23; c2 (plaintiff) = F2, F4, F16; c3 (defendant) =
+F2, F5, F12. c1 and c2 share F4 (Agreed-not-to-disclose, P); c1 and c3 share F5
+(Agreement-not-specific, D).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lexrl.envs.argument.factors import FACTORS, factor_number, normalise_factor_id
+from lexrl.envs.data import DatasetError
+
+KINDS = ("arguable", "mismatched", "non_arguable")
+CASES = ("c1", "c2", "c3")
+PLIES = ("plaintiff", "defendant", "rebuttal")
+"""The three plies in argument order; `expected_abstentions` and the metrics use this order."""
+MAX_COMPLEXITY = 12
+"""A non_arguable c2 is drawn from the factors c1 lacks: (k+1) + (k+1) <= 26 factors."""
+SPLIT_SEEDS = {"train": range(0, 1_000_000), "test": range(1_000_000, 2_000_000)}
+"""Generator seeds of each split; the ranges are disjoint, so no test triple is a train triple
+drawn from the same seed."""
+
+_OUTCOMES = {
+    "arguable": ("P", "D"),
+    "mismatched": ("D", "P"),
+    "non_arguable": ("P", "D"),
+}
+_PRO = {side: [f.id for f in FACTORS.values() if f.favors == side] for side in ("P", "D")}
+
+
+class ScenarioError(DatasetError):
+    """A scenario file line is malformed; the message names the file, the line and the field."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    kind: str
+    """One of KINDS: what the triple was built (or declared) to be."""
+    c1: tuple[str, ...]
+    """The current case's factor ids, sorted by number."""
+    c2: tuple[str, ...]
+    """The plaintiff's precedent's factor ids, sorted by number."""
+    c3: tuple[str, ...]
+    """The defendant's precedent's factor ids, sorted by number."""
+    c2_outcome: str
+    """Who won c2: "P" (plaintiff) or "D" (defendant)."""
+    c3_outcome: str
+    """Who won c3: "P" (plaintiff) or "D" (defendant)."""
+    complexity: int | None
+    """Each case has complexity-1..complexity+1 factors; None for a loaded triple that states
+    none (its case sizes are then only required to be >= 1)."""
+    seed: int | None = None
+    """The generator seed; None for a triple written by hand."""
+
+    def case(self, name: str) -> tuple[str, ...]:
+        """The factor ids of case "c1", "c2" or "c3"."""
+        return {"c1": self.c1, "c2": self.c2, "c3": self.c3}[name]
+
+
+def _shares(a: tuple[str, ...], b: tuple[str, ...], side: str) -> list[str]:
+    """Factors in both cases that favour `side`, by number."""
+    return [f for f in a if f in b and f in FACTORS and FACTORS[f].favors == side]
+
+
+def expected_abstentions(s: Scenario) -> tuple[bool, bool, bool]:
+    """Whether each ply (plaintiff, defendant, rebuttal) must abstain, from the factors and
+    outcomes alone (a loaded triple's `kind` is a claim, not evidence).
+
+    The plaintiff can argue only from a c2 it won that shares a pro-plaintiff factor with c1;
+    the defendant only from a c3 it won that shares a pro-defendant factor with c1. The rebuttal
+    abstains exactly when the plaintiff does: it reinforces the plaintiff's analogy to c2 (which
+    needs that grounding) and distinguishes c3 (which needs only differences, so adds no
+    condition).
+    """
+    plaintiff = not (s.c2_outcome == "P" and _shares(s.c1, s.c2, "P"))
+    defendant = not (s.c3_outcome == "D" and _shares(s.c1, s.c3, "D"))
+    return plaintiff, defendant, plaintiff
+
+
+def violations(s: Scenario) -> list[str]:
+    """What keeps `s` from being a well-formed triple of its kind; empty when it is one."""
+    problems = []
+    if s.kind not in KINDS:
+        problems.append(f"kind `{s.kind}` is not one of {', '.join(KINDS)}")
+    for name in ("c2_outcome", "c3_outcome"):
+        if getattr(s, name) not in ("P", "D"):
+            problems.append(f"{name} is {getattr(s, name)!r}, not 'P' or 'D'")
+    for name in CASES:
+        ids = s.case(name)
+        unknown = [f for f in ids if f not in FACTORS]
+        if unknown:
+            problems.append(f"{name} has unknown factor id(s) {', '.join(unknown)}")
+        elif list(ids) != sorted(set(ids), key=factor_number):
+            problems.append(f"{name} is not sorted by factor number without repeats")
+        low, high = 1, len(FACTORS)
+        if s.complexity is not None:
+            low, high = max(1, s.complexity - 1), s.complexity + 1
+        if not low <= len(ids) <= high:
+            problems.append(f"{name} has {len(ids)} factors, outside {low}..{high}")
+    if s.kind in ("arguable", "mismatched"):
+        p, d = _OUTCOMES[s.kind]
+        if (s.c2_outcome, s.c3_outcome) != (p, d):
+            problems.append(f"{s.kind} needs c2_outcome {p} and c3_outcome {d}")
+        if not _shares(s.c1, s.c2, "P"):
+            problems.append("c1 and c2 share no pro-plaintiff factor")
+        if not _shares(s.c1, s.c3, "D"):
+            problems.append("c1 and c3 share no pro-defendant factor")
+    elif s.kind == "non_arguable":
+        if (s.c2_outcome, s.c3_outcome) != ("P", "D"):
+            problems.append("non_arguable needs c2_outcome P and c3_outcome D")
+        for name, other in (("c2", s.c2), ("c3", s.c3)):
+            shared = [f for f in s.c1 if f in other]
+            if shared:
+                problems.append(f"c1 and {name} share {', '.join(shared)}")
+    return problems
+
+
+def _sorted(ids: set[str]) -> tuple[str, ...]:
+    return tuple(sorted(ids, key=factor_number))
+
+
+def generate_scenario(kind: str, complexity: int, seed: int) -> Scenario:
+    """The triple of `kind` drawn with `random.Random(seed)`, its definition met by construction.
+
+    arguable / mismatched: one pro-plaintiff factor put in c1 and c2 and one pro-defendant
+    factor put in c1 and c3, the rest of each case drawn from all factors. The two kinds take
+    the same draws, so one seed gives them the same factors with the outcomes swapped (as
+    Table 1 pairs them): they differ only in the abstention owed. non_arguable: c1 drawn first,
+    c2 and c3 from the factors c1 lacks.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown scenario kind `{kind}`; one of {', '.join(KINDS)}")
+    if not 1 <= complexity <= MAX_COMPLEXITY:
+        raise ValueError(f"complexity {complexity} is outside 1..{MAX_COMPLEXITY}")
+    rng = random.Random(seed)
+    all_ids = list(FACTORS)
+
+    def size(at_least: int = 1) -> int:
+        return rng.randint(max(at_least, complexity - 1), complexity + 1)
+
+    if kind == "non_arguable":
+        c1 = set(rng.sample(all_ids, size()))
+        outside = [f for f in all_ids if f not in c1]
+        c2 = set(rng.sample(outside, size()))
+        c3 = set(rng.sample(outside, size()))
+    else:
+        p, d = rng.choice(_PRO["P"]), rng.choice(_PRO["D"])
+        # c1 holds both anchors, so it needs two factors even at complexity 1.
+        c1 = {p, d, *rng.sample([f for f in all_ids if f not in (p, d)], size(at_least=2) - 2)}
+        c2 = {p, *rng.sample([f for f in all_ids if f != p], size() - 1)}
+        c3 = {d, *rng.sample([f for f in all_ids if f != d], size() - 1)}
+    c2_outcome, c3_outcome = _OUTCOMES[kind]
+    scenario = Scenario(
+        id=f"{kind}-c{complexity}-s{seed}",
+        kind=kind,
+        c1=_sorted(c1),
+        c2=_sorted(c2),
+        c3=_sorted(c3),
+        c2_outcome=c2_outcome,
+        c3_outcome=c3_outcome,
+        complexity=complexity,
+        seed=seed,
+    )
+    problems = violations(scenario)
+    if problems:
+        raise RuntimeError(f"generator bug: {scenario.id} violates its kind: {'; '.join(problems)}")
+    return scenario
+
+
+def generate_scenarios(kinds: Sequence[str], complexity: int, seeds: range) -> list[Scenario]:
+    """One triple per kind and seed, kind by kind in the order given."""
+    return [generate_scenario(kind, complexity, seed) for kind in kinds for seed in seeds]
+
+
+def split_seeds(split: str, n: int) -> range:
+    """The first `n` generator seeds of `split` ("train" or "test", see SPLIT_SEEDS)."""
+    if split not in SPLIT_SEEDS:
+        raise ValueError(f"unknown split `{split}`; one of {', '.join(SPLIT_SEEDS)}")
+    seeds = SPLIT_SEEDS[split]
+    if not 0 <= n <= len(seeds):
+        raise ValueError(f"{n} seeds asked of split `{split}`, which has {len(seeds)}")
+    return seeds[:n]
+
+
+def scenario_to_json(s: Scenario) -> str:
+    """One line of a scenario file (no newline), as `load_scenarios` reads it back."""
+    return json.dumps(
+        {
+            "id": s.id,
+            "kind": s.kind,
+            "c1": list(s.c1),
+            "c2": list(s.c2),
+            "c3": list(s.c3),
+            "c2_outcome": s.c2_outcome,
+            "c3_outcome": s.c3_outcome,
+            "complexity": s.complexity,
+            "seed": s.seed,
+        }
+    )
+
+
+def _case_field(record: dict, name: str, where: str) -> tuple[str, ...]:
+    value = record.get(name)
+    if not isinstance(value, list):
+        raise ScenarioError(f"{where}: `{name}` must be a list of factor ids, got {value!r}")
+    ids = []
+    for item in value:
+        factor_id = normalise_factor_id(item) if isinstance(item, str) else None
+        if factor_id not in FACTORS:
+            raise ScenarioError(f"{where}: `{name}` has unknown factor id {item!r}")
+        if factor_id in ids:
+            raise ScenarioError(f"{where}: `{name}` lists {factor_id} twice")
+        ids.append(factor_id)
+    return tuple(sorted(ids, key=factor_number))
+
+
+def _optional_int(record: dict, name: str, where: str) -> int | None:
+    value = record.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ScenarioError(f"{where}: `{name}` must be an integer, got {value!r}")
+    return value
+
+
+def _scenario(record: object, where: str) -> Scenario:
+    if not isinstance(record, dict):
+        raise ScenarioError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    if not isinstance(record.get("id"), str) or not record["id"]:
+        raise ScenarioError(f"{where}: `id` must be a non-empty string")
+    if record.get("kind") not in KINDS:
+        raise ScenarioError(
+            f"{where}: `kind` is {record.get('kind')!r}, not one of {', '.join(KINDS)}"
+        )
+    for name in ("c2_outcome", "c3_outcome"):
+        if record.get(name) not in ("P", "D"):
+            raise ScenarioError(f"{where}: `{name}` is {record.get(name)!r}, not 'P' or 'D'")
+    scenario = Scenario(
+        id=record["id"],
+        kind=record["kind"],
+        c1=_case_field(record, "c1", where),
+        c2=_case_field(record, "c2", where),
+        c3=_case_field(record, "c3", where),
+        c2_outcome=record["c2_outcome"],
+        c3_outcome=record["c3_outcome"],
+        complexity=_optional_int(record, "complexity", where),
+        seed=_optional_int(record, "seed", where),
+    )
+    problems = violations(scenario)
+    if problems:
+        raise ScenarioError(
+            f"{where}: scenario `{scenario.id}` is not a valid {scenario.kind} triple: "
+            + "; ".join(problems)
+        )
+    return scenario
+
+
+def load_scenarios(path: str | Path) -> list[Scenario]:
+    """The triples of a JSONL file, one object a line: `id`, `kind`, `c1`, `c2`, `c3` (lists of
+    factor ids, normalised and sorted), `c2_outcome`, `c3_outcome` ("P" / "D"), optional
+    `complexity` and `seed`; other keys are ignored, blank lines skipped. A bad line (bad JSON,
+    a wrong field, an unknown factor id, a repeated id, a triple that is not what its `kind`
+    says) raises ScenarioError naming `path:line` and the field."""
+    path = Path(path)
+    if not path.is_file():
+        raise ScenarioError(f"scenario file not found: {path}")
+    scenarios: list[Scenario] = []
+    seen: set[str] = set()
+    with path.open(encoding="utf-8") as file:
+        for number, line in enumerate(file, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ScenarioError(f"{where}: not valid JSON ({error.msg})") from None
+            scenario = _scenario(record, where)
+            if scenario.id in seen:
+                raise ScenarioError(
+                    f"{where}: `id` {scenario.id!r} already used by an earlier line"
+                )
+            seen.add(scenario.id)
+            scenarios.append(scenario)
+    return scenarios

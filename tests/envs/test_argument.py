@@ -1,0 +1,238 @@
+"""The argument env's workflows, played by scripted policies: the teacher's upper bound, gold
+kept out of prompts, RMA's analyst and polisher, per-role rewards, the external analyst."""
+
+import asyncio
+import json
+import random
+
+import pytest
+from transformers import AutoTokenizer
+
+from lexrl.envs.argument.env import FORCED_TERMINATION, ArgumentEnv
+from lexrl.envs.argument.options import ArgumentEnvConfig
+from lexrl.envs.argument.scenarios import Scenario
+from lexrl.envs.base import ReportRequest
+from lexrl.rewards.judge import JudgeClient, JudgeConfig
+from lexrl.rollout.policy import ScriptedPolicy
+from lexrl.types import Group, Task
+from tests.rewards.test_judge import FakeServer
+
+WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
+# Table 1's arguable triple: c1 and c2 share F4 (P), c1 and c3 share F5 (D).
+TABLE_1 = Scenario("table1", "arguable", ("F4", "F5", "F23"), ("F2", "F4", "F16"), ("F2", "F5", "F12"), "P", "D", 3)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_path):
+    return AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+def small_env(**options):
+    return ArgumentEnv(ArgumentEnvConfig(train_per_kind=5, test_per_kind=6, **options))
+
+
+def play(env, task, tokenizer, respond):
+    """One episode whose every `chat` is answered by `respond(role, messages)`."""
+    asked = []
+
+    def teacher(role, messages):
+        asked.append((role, messages))
+        return respond(role, messages)
+
+    return asyncio.run(env.run_episode(task, ScriptedPolicy(tokenizer, task.id, teacher))), asked
+
+
+def with_scenario(env, scenario):
+    """A task of `scenario`, registered with `env`."""
+    env._scenarios[scenario.id] = scenario
+    from lexrl.envs.argument.env import to_task
+
+    return to_task(scenario)
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS)
+def test_the_teacher_scores_100_on_every_column_through_each_workflow(workflow, tokenizer):
+    env = small_env(workflow=workflow)
+    tasks = env.tasks("test")
+    groups = []
+    for task in tasks:
+        trajectory, _ = play(env, task, tokenizer, env.teacher(task, random.Random(0)))
+        groups.append(Group(task, [trajectory]))
+    table = env.report(tasks, groups, ReportRequest("test", "scripted", None)).data
+    for name, row in table.items():
+        assert row["n"] == {"arguable": 6, "mismatched": 6, "non_arguable": 6}, name
+        cells = [
+            *row["hallucination_accuracy"].values(),
+            row["utilisation_recall"],
+            *row["successful_abstention"].values(),
+        ]
+        assert all(cell["mean"] == 100.0 for cell in cells), (name, cells)
+    assert list(table) == [f"{workflow} (scripted)", "teacher"]
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS)
+def test_the_scenario_kind_never_reaches_a_prompt(workflow, tokenizer):
+    env = small_env(workflow=workflow)
+    for task in env.tasks("test"):
+        trajectory, _ = play(env, task, tokenizer, env.teacher(task, random.Random(0)))
+        for turn in trajectory.turns:
+            prompt = tokenizer.decode(turn.prompt_ids).lower()
+            for word in ("arguable", "mismatched", "non_arguable", "non-arguable"):
+                assert word not in prompt, (task.gold["kind"], turn.role, word)
+
+
+def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
+    env = small_env(workflow="MA", utilisation_weight=0.5, format_weight=0.2)
+    task = with_scenario(env, TABLE_1)
+    plies = {
+        # cites F4 for c2 (right), F23 for c2 (c2 lacks it: one hallucination)
+        1: {
+            "argument": "c1 is like c2.",
+            "abstain": False,
+            "factors": {"c1": ["F4"], "c2": ["F4", "F23"], "c3": []},
+        },  # fmt: skip
+        # abstains although the ply can be argued
+        2: {
+            "argument": "TERMINATE: no basis.",
+            "abstain": True,
+            "factors": {"c1": [], "c2": [], "c3": []},
+        },  # fmt: skip
+        3: "not json at all",
+    }
+
+    def respond(role, messages):
+        ply = int(messages[0]["content"].split("Write ply ")[1][0])
+        return plies[ply] if isinstance(plies[ply], str) else json.dumps(plies[ply])
+
+    trajectory, asked = play(env, task, tokenizer, respond)
+    assert [role for role, _ in asked] == ["plaintiff", "defendant", "plaintiff"]
+    # the defendant sees ply 1's text, the rebuttal both earlier plies
+    assert "Ply 1 (the plaintiff's argument): c1 is like c2." in asked[1][1][0]["content"]
+    assert "Ply 2 (the defendant's counterargument): TERMINATE: no basis." in asked[2][1][0]["content"]  # fmt: skip
+    # N_gt = 9; cited c1 {F4}, c2 {F4, F23}: N_h = 1, N_util = 2
+    assert trajectory.metrics["hallucination_accuracy"] == pytest.approx(1 - 1 / 9)
+    assert trajectory.metrics["hallucination_accuracy_extracted"] == pytest.approx(1 - 1 / 3)
+    assert trajectory.metrics["utilisation_recall"] == pytest.approx(2 / 9)
+    assert trajectory.metrics["abstention_accuracy"] == pytest.approx(2 / 3)
+    assert trajectory.metrics["format_validity"] == pytest.approx(2 / 3)
+    assert trajectory.components == pytest.approx(
+        {
+            "abstention": 2 / 3,
+            "hallucination": 8 / 9,
+            "utilisation": 0.5 * 2 / 9,
+            "format": 0.2 * 2 / 3,
+        }  # fmt: skip
+    )
+    # plaintiff: ply 1 (abstention 1, hallucination 8/9, utilisation 0.5 * 2/9, format 0.2) and
+    # ply 3 (1, 1, 0, 0); defendant: ply 2 (0, 1, 0, 0.2)
+    ply1 = 1 + 8 / 9 + 0.5 * 2 / 9 + 0.2
+    assert trajectory.role_rewards == pytest.approx({"plaintiff": (ply1 + 2) / 2, "defendant": 1.2})
+
+
+def rma_script(drafts, verdicts, reviews, revisions=()):
+    """Answers RMA's roles in order: each list is consumed one reply per call."""
+    queues = {
+        "draft": list(drafts),
+        "analyst": list(verdicts),
+        "polisher": list(reviews),
+        "revision": list(revisions),
+    }
+
+    def respond(role, messages):
+        if role in ("plaintiff", "defendant"):
+            return queues["revision" if len(messages) > 1 else "draft"].pop(0)
+        return queues[role].pop(0)
+
+    return respond
+
+
+def test_rma_analyst_forces_termination_and_correction_triggers_one_revision(tokenizer):
+    env = small_env(workflow="RMA")
+    task = with_scenario(env, TABLE_1)
+    good = json.dumps({"argument": "Grounded.", "abstain": False, "factors": {"c1": ["F4"], "c2": ["F4"], "c3": []}})  # fmt: skip
+    fabricated = json.dumps({"argument": "Made up.", "abstain": False, "factors": {"c1": ["F7"], "c2": [], "c3": []}})  # fmt: skip
+    respond = rma_script(
+        drafts=[good, fabricated, good],
+        verdicts=["Fine.\nVALID_ARGUMENT", "F7 is not in c1.\nREQUIRES_CORRECTION", "TERMINATE"],
+        reviews=["Clear.\nREVISE: no", "Use F5.\nREVISE: yes"],
+        revisions=[good],
+    )
+    trajectory, asked = play(env, task, tokenizer, respond)
+    roles = [role for role, _ in asked]
+    assert roles == [
+        "plaintiff", "analyst", "polisher",
+        "defendant", "analyst", "polisher", "defendant",
+        "plaintiff", "analyst",
+    ]  # fmt: skip
+    revision = asked[6][1]
+    assert "F7 is not in c1." in revision[-1]["content"] and "Use F5." in revision[-1]["content"]
+    plies = trajectory.outcome["plies"]
+    assert plies[1]["argument"] == "Grounded."  # the revision replaced the fabricated draft
+    assert plies[2]["argument"] == FORCED_TERMINATION and plies[2]["abstain"]
+    assert trajectory.metrics["revisions"] == 1 and trajectory.metrics["analyst_terminations"] == 1
+    # a correct analyst: VALID (ply 1), CORRECTION (ply 2: F7 fabricated), VALID (ply 3's draft
+    # is grounded) -> 2 of 3 verdicts right; the polisher: no on a valid draft (right), yes on
+    # the fabricated one (right)
+    assert trajectory.metrics["verdict_accuracy"] == pytest.approx(2 / 3)
+    assert trajectory.role_rewards["analyst"] == pytest.approx(2 / 3)
+    assert trajectory.role_rewards["polisher"] == 1.0
+    assert {turn.role for turn in trajectory.turns if turn.trainable} == set(env.roles)
+
+
+def test_an_external_analyst_is_recorded_untrainable_and_its_failure_fails_the_episode(
+    tokenizer, tmp_path
+):
+    judges = [JudgeConfig("http://judge.test/v1", "analyst-model", max_retries=0)]
+    env = small_env(workflow="RMA", analyst="judge", judges=judges, judge_cache_dir=str(tmp_path))
+    assert env.roles == ("plaintiff", "defendant")
+    task = with_scenario(env, TABLE_1)
+    good = json.dumps({"argument": "Grounded.", "abstain": False, "factors": {"c1": ["F4"], "c2": ["F4"], "c3": []}})  # fmt: skip
+    server = FakeServer({"analyst-model": ["Fine.\nVALID_ARGUMENT\nREVISE: no"]})
+    env.__dict__["judge_client"] = JudgeClient(judges, tmp_path, http_client_factory=server.http_client)  # fmt: skip
+    trajectory, asked = play(env, task, tokenizer, lambda role, messages: good)
+    assert [role for role, _ in asked] == ["plaintiff", "defendant", "plaintiff"]
+    external = [turn for turn in trajectory.turns if turn.role in ("analyst", "polisher")]
+    assert len(external) == 6 and not any(turn.trainable for turn in external)
+    assert trajectory.failed is None and len(server.requests) == 6
+
+    failing = small_env(workflow="RMA", analyst="judge", judges=judges, judge_cache_dir=None)
+    task = with_scenario(failing, TABLE_1)
+    server = FakeServer({"analyst-model": [(500, "down")]})
+    failing.__dict__["judge_client"] = JudgeClient(judges, None, http_client_factory=server.http_client)  # fmt: skip
+    trajectory, _ = play(failing, task, tokenizer, lambda role, messages: good)
+    assert trajectory.failed and "analyst" in trajectory.failed and trajectory.components == {}
+
+
+def test_the_teacher_writes_warm_start_turns_for_every_role(tokenizer):
+    env = small_env(workflow="RMA")
+    task = env.tasks("train")[0]
+    trajectory, asked = play(env, task, tokenizer, env.teacher(task, random.Random(0)))
+    assert {role for role, _ in asked} == {"plaintiff", "defendant", "analyst", "polisher"}
+    assert trajectory.metrics["verdict_accuracy"] == 1.0 and trajectory.reward == pytest.approx(
+        sum(env.weights.values())
+        - (0 if task.gold["kind"] == "arguable" else env.weights["utilisation"])  # fmt: skip
+    )
+
+
+def test_options_are_checked_and_splits_come_from_disjoint_seeds():
+    with pytest.raises(ValueError, match="workflow"):
+        small_env(workflow="debate")
+    with pytest.raises(ValueError, match="need `judges`"):
+        small_env(workflow="RMA", analyst="judge")
+    env = small_env()
+    train, test = env.tasks("train"), env.tasks("test")
+    assert len(train) == 15 and len(test) == 18
+    assert not {t.id for t in train} & {t.id for t in test}
+    # test triples interleave the kinds, so a prefix of them keeps every kind
+    assert [t.gold["kind"] for t in test[:3]] == ["arguable", "mismatched", "non_arguable"]
+    assert env.stats()["test"]["by_kind"] == {"arguable": 6, "mismatched": 6, "non_arguable": 6}
+
+
+def test_a_scenario_file_is_the_test_split(tmp_path):
+    from lexrl.envs.argument.scenarios import scenario_to_json
+
+    path = tmp_path / "mine.jsonl"
+    path.write_text(scenario_to_json(TABLE_1) + "\n")
+    env = small_env(scenarios=str(path))
+    assert [t.id for t in env.tasks("test")] == ["table1"] and len(env.tasks("train")) == 15
+    assert isinstance(env.tasks("test")[0], Task)

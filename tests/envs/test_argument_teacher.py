@@ -1,0 +1,142 @@
+import json
+
+from lexrl.envs.argument.factors import FACTORS
+from lexrl.envs.argument.metrics import score_triple
+from lexrl.envs.argument.parsing import (
+    ParsedPly,
+    parse_ply,
+    parse_review,
+    parse_three_plies,
+    parse_verdict,
+)
+from lexrl.envs.argument.scenarios import KINDS, Scenario, generate_scenario
+from lexrl.envs.argument.teacher import (
+    teacher_plies,
+    teacher_review,
+    teacher_text,
+    teacher_triple_text,
+    teacher_verdict,
+)
+
+# Table 1 of the paper: c1 shares F4 (P) with c2 and F5 (D) with c3.
+ARGUABLE = Scenario(
+    id="arguable",
+    kind="arguable",
+    c1=("F4", "F5", "F23"),
+    c2=("F2", "F4", "F16"),
+    c3=("F2", "F5", "F12"),
+    c2_outcome="P",
+    c3_outcome="D",
+    complexity=3,
+)
+
+
+def test_teacher_plies_score_perfectly_on_every_kind():
+    for kind in KINDS:
+        for seed in range(3000):
+            scenario = generate_scenario(kind, 2 + seed % 7, seed)
+            plies = teacher_plies(scenario)
+            parsed = tuple(parse_ply(teacher_text(ply)) for ply in plies)
+            assert parse_three_plies(teacher_triple_text(plies)) == parsed
+            score = score_triple(scenario, parsed)
+            assert score.hallucination_accuracy == 1.0, scenario
+            assert score.abstention_accuracy == 1.0, scenario
+            assert score.format_validity == 1.0, scenario
+            if kind == "arguable":
+                assert score.utilisation_recall == 1.0, scenario
+            else:
+                assert score.successful_abstention == 1.0, scenario
+
+
+def test_teacher_plies_on_table_1():
+    plaintiff, defendant, rebuttal = teacher_plies(ARGUABLE)
+    assert plaintiff == {
+        "argument": "Plaintiff's argument: the current case (c1) should be decided for the "
+        "plaintiff, as c2 was. Like c2, c1 presents the pro-plaintiff factor F4 "
+        "(Agreed-not-to-disclose).",
+        "abstain": False,
+        "factors": {"c1": ["F4"], "c2": ["F4"], "c3": []},
+    }
+    # Distinguish c2 (F2, F16 missing from c1; c1's pro-defendant F5, F23 missing from c2),
+    # then cite c3 on F5.
+    assert defendant["factors"] == {"c1": ["F5", "F23"], "c2": ["F2", "F16"], "c3": ["F5"]}
+    assert "F16 (Info-reverse-engineerable)" in defendant["argument"]
+    assert rebuttal["factors"] == {"c1": ["F4"], "c2": ["F4"], "c3": ["F2", "F12"]}
+    assert not rebuttal["abstain"] and rebuttal["argument"].startswith("Plaintiff's rebuttal")
+    single = json.loads(teacher_triple_text((plaintiff, defendant, rebuttal)))
+    assert list(single) == ["plaintiff", "defendant", "rebuttal"]
+
+
+def test_teacher_abstentions_give_the_reason():
+    mismatched = generate_scenario("mismatched", 5, 7)
+    plaintiff, defendant, rebuttal = teacher_plies(mismatched)
+    assert plaintiff["argument"].startswith("TERMINATE: although c1 and c2 share")
+    assert "c2 was decided for the defendant" in plaintiff["argument"]
+    assert "c3 was decided for the plaintiff" in defendant["argument"]
+    assert rebuttal["argument"].startswith("TERMINATE: the plaintiff has no grounded argument")
+    non_arguable = generate_scenario("non_arguable", 5, 7)
+    plaintiff, defendant, _ = teacher_plies(non_arguable)
+    assert plaintiff["argument"] == "TERMINATE: c1 shares no factor with c2."
+    assert defendant["factors"] == {"c1": [], "c2": [], "c3": []}
+    # c1 and c2 share only F5, which favours the defendant.
+    only_pro_d = Scenario("x", "arguable", ("F5", "F6"), ("F5",), ("F5",), "P", "D", None)
+    plaintiff, defendant, _ = teacher_plies(only_pro_d)
+    assert (
+        plaintiff["abstain"]
+        and "only the factor F5 (Agreement-not-specific)" in (plaintiff["argument"])
+    )
+    assert plaintiff["factors"] == {"c1": ["F5"], "c2": ["F5"], "c3": []}
+    assert not defendant["abstain"]
+
+
+def test_argument_texts_name_factors_with_their_cato_names():
+    for seed in range(50):
+        for ply in teacher_plies(generate_scenario("arguable", 5, seed)):
+            for ids in ply["factors"].values():
+                for factor in ids:
+                    assert f"{factor} ({FACTORS[factor].name})" in ply["argument"]
+
+
+def _draft(abstain=False, valid=True, error=None, **cases):
+    factors = {c: tuple(cases.get(c, ())) for c in ("c1", "c2", "c3")}
+    return ParsedPly("draft", abstain, factors, valid, error)
+
+
+def test_teacher_verdicts_on_hand_made_drafts():
+    mismatched = generate_scenario("mismatched", 5, 7)
+    cases = [
+        # A ply that must abstain but argues.
+        (mismatched, 0, _draft(c1=[mismatched.c1[0]]), "REQUIRES_ABSTENTION"),
+        (mismatched, 2, _draft(), "REQUIRES_ABSTENTION"),
+        (mismatched, 1, _draft(abstain=True), "VALID_ARGUMENT"),
+        # An abstention that misattributes a factor still needs correcting.
+        (mismatched, 1, _draft(abstain=True, c1=["F99"]), "REQUIRES_CORRECTION"),
+        (ARGUABLE, 0, _draft(c1=["F4"], c2=["F4"]), "VALID_ARGUMENT"),
+        (ARGUABLE, 0, _draft(c1=["F4"], c2=["F4", "F5"]), "REQUIRES_CORRECTION"),
+        (ARGUABLE, 1, _draft(c3=["F23"]), "REQUIRES_CORRECTION"),
+        (ARGUABLE, 1, _draft(valid=False, error="no JSON object found"), "REQUIRES_CORRECTION"),
+        # A TERMINATE on a ply that can be argued is an error too.
+        (ARGUABLE, 2, _draft(abstain=True), "REQUIRES_CORRECTION"),
+    ]
+    for scenario, index, draft, label in cases:
+        reply = teacher_verdict(scenario, index, draft)
+        assert reply.splitlines()[-1] == label and len(reply.splitlines()) == 2
+        assert parse_verdict(reply).label == label, reply
+        assert parse_review(teacher_review(scenario, index, draft)).revise == (
+            label != "VALID_ARGUMENT"
+        )
+    reply = teacher_verdict(ARGUABLE, 0, _draft(c2=["F5"]))
+    assert "F5 for c2" in reply
+
+
+def test_teacher_verdict_and_review_approve_the_teachers_own_plies():
+    for kind in KINDS:
+        for seed in range(200):
+            scenario = generate_scenario(kind, 5, seed)
+            for index, ply in enumerate(teacher_plies(scenario)):
+                draft = parse_ply(teacher_text(ply))
+                assert parse_verdict(teacher_verdict(scenario, index, draft)).label == (
+                    "VALID_ARGUMENT"
+                )
+                review = teacher_review(scenario, index, draft)
+                assert review.endswith("REVISE: no") and not parse_review(review).revise
