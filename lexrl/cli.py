@@ -87,11 +87,14 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
     from lexrl.train.trainer import build_policy
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
-    env, policy, tokenizer, base_path = build_policy(config, accelerator)
     adapter = Path(checkpoint) / "adapter" if checkpoint else None
+    if adapter is not None and not (adapter / "adapter_model.safetensors").is_file():
+        raise SystemExit(f"no adapter in {adapter}: pass a folder written by `lexrl train`")
+    trained_on = adapter_base(adapter) if adapter is not None else None
+    if trained_on is not None:
+        print(f"base: {trained_on} (the checkpoint's, from its adapter_config.json)")
+    env, policy, tokenizer, base_path = build_policy(config, accelerator, trained_on)
     if adapter is not None:
-        if not (adapter / "adapter_model.safetensors").is_file():
-            raise SystemExit(f"no adapter in {adapter}: pass a folder written by `lexrl train`")
         load_adapter_weights(policy, adapter)
     policy.to(accelerator.device).eval()
     backend = make_backend(config, policy, tokenizer, base_path)
@@ -99,6 +102,18 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
         # A version number no training run reaches, so a shared server keeps both.
         backend.load_adapter(adapter, version=1_000_000)
     return env, backend, tokenizer
+
+
+def adapter_base(adapter: Path) -> str | None:
+    """The local base folder the adapter was trained on (peft's `base_model_name_or_path`), or
+    None for a Hub id or a folder that is gone. A warm-started base depends on the env's scripted
+    episodes, so an evaluation under other env options (another workflow) would otherwise
+    rebuild a different base under the adapter."""
+    config_file = adapter / "adapter_config.json"
+    if not config_file.is_file():
+        return None
+    base = json.loads(config_file.read_text()).get("base_model_name_or_path") or ""
+    return base if base and (Path(base) / "config.json").is_file() else None
 
 
 def _evaluate(config: Config, checkpoint: str | None) -> None:

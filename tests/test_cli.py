@@ -264,3 +264,47 @@ def test_lexam_eval_prints_means_with_intervals_and_writes_the_report(tmp_path, 
     assert "## LEXam" in (written / "eval_test_report.md").read_text()
     assert report["env"]["n"] == 8 and set(report["env"]["by_language"]) == {"en"}
     assert report["env"]["accuracy"]["mean"] == pytest.approx(report["summary"]["accuracy"])
+
+
+@pytest.mark.slow
+def test_argument_eval_prints_the_papers_table_beside_the_teacher(tmp_path, model_cache):
+    config = tmp_path / "argument.yaml"
+    config.write_text(
+        f"model:\n  name_or_path: tiny\n  cache_dir: {model_cache}\n"
+        "rollout:\n  max_new_tokens: 12\n"
+        "env:\n  name: argument\n  argument:\n    workflow: MA\n"
+        "    train_per_kind: 4\n    test_per_kind: 2\n"
+        f"eval:\n  samples_per_task: 2\nrun:\n  output_dir: {tmp_path / 'run'}\n"
+    )
+    result = run_lexrl("eval", str(config), "--env.argument.workflow", "SA")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| SA (base) | 2 / 2 / 2 |" in result.stdout
+    written = report_dir(result.stdout)
+    report = json.loads((written / "eval_test_report.json").read_text())
+    assert report["summary"]["episodes"] == 12
+    teacher = report["env"]["teacher"]
+    assert teacher["utilisation_recall"]["mean"] == 100.0
+    assert {k: v["mean"] for k, v in teacher["successful_abstention"].items()} == {
+        "mismatched": 100.0,
+        "non_arguable": 100.0,
+    }
+    # a random-weight model writes no JSON, so it cites no factor
+    assert report["env"]["SA (base)"]["utilisation_recall"]["mean"] == 0.0
+    assert "## Argument" in (written / "eval_test_report.md").read_text()
+
+
+def test_a_checkpoint_is_evaluated_on_the_base_it_was_trained_on(tmp_path):
+    from lexrl.cli import adapter_base
+
+    base = tmp_path / "tiny-warm"
+    base.mkdir()
+    (base / "config.json").write_text("{}")
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base)}))
+    assert adapter_base(adapter) == str(base)
+    # a Hub id (or a folder that is gone) is left to the config's model
+    (adapter / "adapter_config.json").write_text(
+        json.dumps({"base_model_name_or_path": "Qwen/Qwen3-4B-Instruct-2507"})
+    )
+    assert adapter_base(adapter) is None

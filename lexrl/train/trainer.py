@@ -83,11 +83,12 @@ def resolve_base(config: Config, env: Env, accelerator: Accelerator) -> Path | s
 
 
 def build_policy(
-    config: Config, accelerator: Accelerator
+    config: Config, accelerator: Accelerator, base_path: str | None = None
 ) -> tuple[Env, Any, PreTrainedTokenizerBase, str]:
-    """The env, the LoRA policy on its frozen base, the tokenizer, and the base's path."""
+    """The env, the LoRA policy on its frozen base, the tokenizer, and the base's path
+    (`base_path`, or the config's base, built or warm-started if need be)."""
     env = make_env(config.env)
-    base_path = str(resolve_base(config, env, accelerator))
+    base_path = base_path or str(resolve_base(config, env, accelerator))
     model, tokenizer = load_base(config.model, path=base_path)
     return env, add_lora(model, config.lora, config.run.seed), tokenizer, base_path
 

@@ -10,7 +10,7 @@ from transformers import AutoTokenizer
 
 from lexrl.envs.argument.env import FORCED_TERMINATION, ArgumentEnv
 from lexrl.envs.argument.options import ArgumentEnvConfig
-from lexrl.envs.argument.scenarios import Scenario
+from lexrl.envs.argument.scenarios import TABLE_1
 from lexrl.envs.base import ReportRequest
 from lexrl.rewards.judge import JudgeClient, JudgeConfig
 from lexrl.rollout.policy import ScriptedPolicy
@@ -18,8 +18,6 @@ from lexrl.types import Group, Task
 from tests.rewards.test_judge import FakeServer
 
 WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
-# Table 1's arguable triple: c1 and c2 share F4 (P), c1 and c3 share F5 (D).
-TABLE_1 = Scenario("table1", "arguable", ("F4", "F5", "F23"), ("F2", "F4", "F16"), ("F2", "F5", "F12"), "P", "D", 3)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +63,7 @@ def test_the_teacher_scores_100_on_every_column_through_each_workflow(workflow, 
             *row["hallucination_accuracy"].values(),
             row["utilisation_recall"],
             *row["successful_abstention"].values(),
+            *row["abstention_accuracy"].values(),
         ]
         assert all(cell["mean"] == 100.0 for cell in cells), (name, cells)
     assert list(table) == [f"{workflow} (scripted)", "teacher"]
@@ -234,5 +233,7 @@ def test_a_scenario_file_is_the_test_split(tmp_path):
     path = tmp_path / "mine.jsonl"
     path.write_text(scenario_to_json(TABLE_1) + "\n")
     env = small_env(scenarios=str(path))
-    assert [t.id for t in env.tasks("test")] == ["table1"] and len(env.tasks("train")) == 15
+    assert [t.id for t in env.tasks("test")] == ["table1-arguable"] and len(
+        env.tasks("train")
+    ) == 15
     assert isinstance(env.tasks("test")[0], Task)

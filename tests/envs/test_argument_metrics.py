@@ -19,19 +19,10 @@ from lexrl.envs.argument.metrics import (
     utilisation_recall,
 )
 from lexrl.envs.argument.parsing import ParsedPly
-from lexrl.envs.argument.scenarios import Scenario
+from lexrl.envs.argument.scenarios import TABLE_1, Scenario
 
 # Table 1 of the paper: N_gt = 3 + 3 + 3 = 9.
-ARGUABLE = Scenario(
-    id="arguable",
-    kind="arguable",
-    c1=("F4", "F5", "F23"),
-    c2=("F2", "F4", "F16"),
-    c3=("F2", "F5", "F12"),
-    c2_outcome="P",
-    c3_outcome="D",
-    complexity=3,
-)
+ARGUABLE = TABLE_1
 MISMATCHED = dataclasses.replace(
     ARGUABLE, id="mismatched", kind="mismatched", c2_outcome="D", c3_outcome="P"
 )
@@ -181,6 +172,8 @@ def test_argument_table_and_markdown():
     assert sa["successful_abstention"]["mismatched"] == {"mean": 0.0, "low": 0.0, "high": 0.0}
     assert sa["successful_abstention"]["non_arguable"]["mean"] == 50.0
     assert sa["hallucination_accuracy"]["non_arguable"]["mean"] == 100.0
+    # MIXED argues on 2 of its 3 plies, `correct` on all 3
+    assert sa["abstention_accuracy"]["arguable"]["mean"] == pytest.approx(50 * (2 / 3 + 1))
     rma = table["rma"]
     assert rma["n"] == {"arguable": 0, "mismatched": 1, "non_arguable": 0}
     assert math.isnan(rma["utilisation_recall"]["mean"])
@@ -192,7 +185,7 @@ def test_argument_table_and_markdown():
     assert lines[2].startswith("| workflow | n (arg / mis / non) | Acc_H arguable")
     assert lines[4] == (
         "| rma | 0 / 1 / 0 | n/a | 100.00 [100.00, 100.00] | n/a | n/a | 100.00 [100.00, 100.00] "
-        "| n/a |"
+        "| n/a | n/a |"
     )
     sa_cells = lines[5].split(" | ")
     assert sa_cells[0] == "| sa" and sa_cells[1] == "2 / 1 / 2"

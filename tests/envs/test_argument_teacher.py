@@ -9,7 +9,7 @@ from lexrl.envs.argument.parsing import (
     parse_three_plies,
     parse_verdict,
 )
-from lexrl.envs.argument.scenarios import KINDS, Scenario, generate_scenario
+from lexrl.envs.argument.scenarios import KINDS, TABLE_1, Scenario, generate_scenario
 from lexrl.envs.argument.teacher import (
     teacher_plies,
     teacher_review,
@@ -19,16 +19,7 @@ from lexrl.envs.argument.teacher import (
 )
 
 # Table 1 of the paper: c1 shares F4 (P) with c2 and F5 (D) with c3.
-ARGUABLE = Scenario(
-    id="arguable",
-    kind="arguable",
-    c1=("F4", "F5", "F23"),
-    c2=("F2", "F4", "F16"),
-    c3=("F2", "F5", "F12"),
-    c2_outcome="P",
-    c3_outcome="D",
-    complexity=3,
-)
+ARGUABLE = TABLE_1
 
 
 def test_teacher_plies_score_perfectly_on_every_kind():

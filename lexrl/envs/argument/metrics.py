@@ -152,6 +152,9 @@ def argument_table(records: Sequence[Mapping], seed: int = 0) -> dict:
                 for kind, group in by_kind.items()
             },
             "utilisation_recall": interval(by_kind["arguable"], "utilisation_recall"),
+            "abstention_accuracy": {
+                kind: interval(group, "abstention_accuracy") for kind, group in by_kind.items()
+            },
             "successful_abstention": {
                 kind: interval(by_kind[kind], "successful_abstention")
                 for kind in ("mismatched", "non_arguable")
@@ -168,13 +171,14 @@ def _cell(interval: Mapping[str, float]) -> str:
 
 def markdown_table(table: Mapping) -> str:
     """`argument_table` as one Markdown table, a row per workflow: triples per kind, Acc_H on
-    each kind, Rec_U on arguable, successful abstention on mismatched and non_arguable (x100,
+    each kind, Rec_U on arguable, successful abstention on mismatched and non_arguable, and the
+    share of plies that argue on arguable triples (so that abstaining everywhere shows; x100,
     `mean [low, high]`)."""
     lines = [
         "| workflow | n (arg / mis / non) | Acc_H arguable | Acc_H mismatched "
         "| Acc_H non_arguable | Rec_U arguable | abstention mismatched "
-        "| abstention non_arguable |",
-        "|---|---|---|---|---|---|---|---|",
+        "| abstention non_arguable | plies argued, arguable |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for workflow, row in table.items():
         cells = [
@@ -184,6 +188,7 @@ def markdown_table(table: Mapping) -> str:
             _cell(row["utilisation_recall"]),
             _cell(row["successful_abstention"]["mismatched"]),
             _cell(row["successful_abstention"]["non_arguable"]),
+            _cell(row["abstention_accuracy"]["arguable"]),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(["## Argument (3-ply, with abstention)", "", *lines]) + "\n"

@@ -77,6 +77,19 @@ class Scenario:
         return {"c1": self.c1, "c2": self.c2, "c3": self.c3}[name]
 
 
+TABLE_1 = Scenario(
+    id="table1-arguable",
+    kind="arguable",
+    c1=("F4", "F5", "F23"),
+    c2=("F2", "F4", "F16"),
+    c3=("F2", "F5", "F12"),
+    c2_outcome="P",
+    c3_outcome="D",
+    complexity=3,
+)
+"""Seed 004 Table 1's arguable triple (the module docstring's example): N_gt = 9."""
+
+
 def _shares(a: tuple[str, ...], b: tuple[str, ...], side: str) -> list[str]:
     """Factors in both cases that favour `side`, by number."""
     return [f for f in a if f in b and f in FACTORS and FACTORS[f].favors == side]
