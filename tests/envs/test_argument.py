@@ -237,3 +237,23 @@ def test_a_scenario_file_is_the_test_split(tmp_path):
         env.tasks("train")
     ) == 15
     assert isinstance(env.tasks("test")[0], Task)
+
+
+def test_the_llm_extractor_path_scores_the_metrics_and_leaves_the_reward_on_the_json(
+    tokenizer, tmp_path
+):
+    judges = [JudgeConfig("http://judge.test/v1", "extractor-model", max_retries=0)]
+    env = small_env(workflow="MA", extract_factors="llm", judges=judges)
+    task = with_scenario(env, TABLE_1)
+    grounded = json.dumps({"argument": "c1 shares F4 with c2.", "abstain": False, "factors": {"c1": ["F4"], "c2": ["F4"], "c3": []}})  # fmt: skip
+    # the extractor reads F23 into c2's list from every ply's prose: one fabricated attribution
+    server = FakeServer(
+        {"extractor-model": ['Here: {"c1": ["F4"], "c2": ["F4", "F23"], "c3": []}']}
+    )
+    env.__dict__["judge_client"] = JudgeClient(judges, tmp_path, http_client_factory=server.http_client)  # fmt: skip
+    trajectory, _ = play(env, task, tokenizer, lambda role, messages: grounded)
+    assert len(server.requests) == 1  # the three plies' prose is the same: cached after the first
+    extractor = [turn for turn in trajectory.turns if turn.role == "extractor"]
+    assert len(extractor) == 3 and not any(turn.trainable for turn in extractor)
+    assert trajectory.metrics["hallucination_accuracy"] == pytest.approx(1 - 1 / 9)
+    assert trajectory.components["hallucination"] == 1.0  # the reward reads the plies' JSON
