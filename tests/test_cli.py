@@ -278,7 +278,7 @@ def test_argument_eval_prints_the_papers_table_beside_the_teacher(tmp_path, mode
     )
     result = run_lexrl("eval", str(config), "--env.argument.workflow", "SA")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "| SA (base) | 2 / 2 / 2 |" in result.stdout
+    assert "| SA (base) | 4 / 4 / 4 |" in result.stdout  # episodes: 2 triples x 2 samples
     written = report_dir(result.stdout)
     report = json.loads((written / "eval_test_report.json").read_text())
     assert report["summary"]["episodes"] == 12

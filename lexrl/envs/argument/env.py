@@ -485,7 +485,9 @@ class ArgumentEnv(Env):
         """The paper's tables (seed 004 Tables 2-4): successful abstention on mismatched and
         non-arguable triples, Acc_H and Rec_U on arguable ones, with intervals, for the policy's
         workflow and, as the baseline, the scripted teacher (the upper bound: 100 on every column)
-        on the same triples."""
+        on the same triples. One record per episode: with `eval.samples_per_task` above 1 the
+        policy's `n` counts episodes and its intervals resample episodes (the teacher's, one
+        per triple)."""
         records = []
         for task in tasks if request.baselines else []:
             scenario = self.scenario(task)
