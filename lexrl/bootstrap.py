@@ -8,6 +8,12 @@ import numpy as np
 from scipy.stats import bootstrap
 
 
+def format_interval(interval: dict[str, float], digits: int = 4, bound_digits: int = 3) -> str:
+    """A `mean_with_ci` interval as `mean [low, high]`."""
+    low, high = interval["low"], interval["high"]
+    return f"{interval['mean']:.{digits}f} [{low:.{bound_digits}f}, {high:.{bound_digits}f}]"
+
+
 def mean_with_ci(
     values: Sequence[float], confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0
 ) -> dict[str, float]:

@@ -158,7 +158,7 @@ def evaluate(
     )
     env_report = env.report(eval_tasks(env, config), groups, request)
     if env_report is not None:
-        Console().print(env_report.markdown, markup=False, highlight=False, soft_wrap=True)
+        print_markdown(Console(), env_report.markdown)
     if out is not None:
         write_groups(groups, out / f"{name}.jsonl")
         (out / f"{name}_summary.json").write_text(json.dumps(summary, indent=2))
@@ -182,11 +182,7 @@ def print_summary(
     intervals = intervals or {}
 
     def cell(name: str, key: str) -> str:
-        text = f"{summaries[name].get(key, float('nan')):.4f}"
-        interval = intervals.get(name, {}).get(key)
-        if interval is not None and interval["low"] != interval["high"]:
-            text += f" [{interval['low']:.3f}, {interval['high']:.3f}]"
-        return text
+        return mean_text(summaries[name].get(key, float("nan")), intervals.get(name, {}).get(key))
 
     table = Table(title="evaluation")
     table.add_column("metric")
@@ -199,15 +195,25 @@ def print_summary(
     console.print(table)
 
 
+def mean_text(value: float, interval: dict[str, float] | None) -> str:
+    """A mean, followed by its interval unless it has none or a zero-width one."""
+    text = f"{value:.4f}"
+    if interval is not None and interval["low"] != interval["high"]:
+        text += f" [{interval['low']:.3f}, {interval['high']:.3f}]"
+    return text
+
+
+def print_markdown(console: Console, markdown: str) -> None:
+    # Plain Markdown: a rendered table would be cut to the terminal's width.
+    console.print(markdown, markup=False, highlight=False, soft_wrap=True)
+
+
 def markdown_summary(summary: dict[str, float], intervals: dict[str, dict[str, float]]) -> str:
     """The episode means of one policy as a Markdown table, each with its interval."""
     lines = ["| metric | mean [95% CI] |", "|---|---|"]
-    for key, value in summary.items():
-        interval = intervals.get(key)
-        text = f"{value:.4f}"
-        if interval is not None and interval["low"] != interval["high"]:
-            text += f" [{interval['low']:.3f}, {interval['high']:.3f}]"
-        lines.append(f"| {key} | {text} |")
+    lines += [
+        f"| {key} | {mean_text(value, intervals.get(key))} |" for key, value in summary.items()
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -248,8 +254,7 @@ def evaluation_report(
         markdown += ["## Episode means", "", markdown_summary(summary, intervals)]
     report["env"] = env_report.data if env_report is not None else None
     if env_report is not None:
-        # Plain Markdown: a rendered table would be cut to the terminal's width.
-        console.print(env_report.markdown, markup=False, highlight=False, soft_wrap=True)
+        print_markdown(console, env_report.markdown)
         markdown.append(env_report.markdown)
     (out_dir / f"eval_{split}_report.json").write_text(
         json.dumps(report, indent=2, ensure_ascii=False)

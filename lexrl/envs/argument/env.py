@@ -26,7 +26,6 @@ ply's own JSON already lists its factors.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import asdict, dataclass, field
@@ -40,7 +39,7 @@ from lexrl.envs.argument.options import WORKFLOWS, ArgumentEnvConfig
 from lexrl.envs.argument.parsing import (
     ParsedPly,
     Verdict,
-    last_json_object,
+    parse_factor_lists,
     parse_ply,
     parse_review,
     parse_three_plies,
@@ -139,13 +138,11 @@ def strict_review(text: str) -> bool:
 
 
 def strict_factor_lists(text: str) -> dict[str, list[str]]:
-    """The extractor's `{"c1": [...], "c2": [...], "c3": [...]}`, ids normalised (read through
-    the ply parser's `factors` field)."""
-    factors = last_json_object(text)
-    ply = parse_ply(json.dumps({"argument": "", "abstain": False, "factors": factors}))
-    if not ply.valid:
-        raise JudgeParseError(f'expected {{"c1": [...], "c2": [...], "c3": [...]}} ({ply.error})')
-    return {case: list(ply.factors[case]) for case in CASES}
+    """The extractor's `{"c1": [...], "c2": [...], "c3": [...]}`, ids normalised."""
+    factors, error = parse_factor_lists(text)
+    if error is not None:
+        raise JudgeParseError(f'expected {{"c1": [...], "c2": [...], "c3": [...]}} ({error})')
+    return {case: list(factors[case]) for case in CASES}
 
 
 @dataclass

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lexrl.bootstrap import mean_with_ci
+from lexrl.bootstrap import format_interval, mean_with_ci
 from lexrl.envs.argument.parsing import ParsedPly
 from lexrl.envs.argument.scenarios import CASES, KINDS, PLIES, Scenario, expected_abstentions
 
@@ -166,7 +166,7 @@ def argument_table(records: Sequence[Mapping], seed: int = 0) -> dict:
 def _cell(interval: Mapping[str, float]) -> str:
     if math.isnan(interval["mean"]):  # no triples of that kind
         return "n/a"
-    return f"{interval['mean']:.2f} [{interval['low']:.2f}, {interval['high']:.2f}]"
+    return format_interval(interval, 2, 2)
 
 
 def markdown_table(table: Mapping) -> str:

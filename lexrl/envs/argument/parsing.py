@@ -151,6 +151,14 @@ def _no_json(text: str, what: str) -> ParsedPly:
     return ParsedPly(argument="", abstain=False, error=f"{what}: no JSON object found")
 
 
+def parse_factor_lists(text: str) -> tuple[dict[str, tuple[str, ...]], str | None]:
+    """The factor extractor's `{"c1": [...], "c2": [...], "c3": [...]}` (the last JSON object
+    in `text`), ids normalised; the error is None when the object had that shape."""
+    problems: list[str] = []
+    factors, well_typed = _factor_lists(last_json_object(text), problems)
+    return factors, None if well_typed else "; ".join(problems)
+
+
 def parse_ply(text: str) -> ParsedPly:
     """One ply from a reply: the last top-level JSON object in it (fenced or among prose). With
     no object, a TERMINATE in the text is an (invalid-format) abstention, anything else an

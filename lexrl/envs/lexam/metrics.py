@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from lexrl.bootstrap import mean_with_ci
+from lexrl.bootstrap import format_interval, mean_with_ci
 
 
 def _groups(records: Sequence[Mapping], key: str) -> dict:
@@ -63,10 +63,6 @@ def open_metrics(records: Sequence[Mapping], seed: int = 0) -> dict:
     }
 
 
-def _cell(interval: Mapping[str, float]) -> str:
-    return f"{interval['mean']:.4f} [{interval['low']:.3f}, {interval['high']:.3f}]"
-
-
 def markdown_breakdown(metrics: Mapping) -> str:
     """`mcq_metrics` or `open_metrics` as one Markdown table: all questions, then each language
     and (MCQ) each option count."""
@@ -76,12 +72,13 @@ def markdown_breakdown(metrics: Mapping) -> str:
     if "accuracy" in metrics:
         lines = ["| questions | n | accuracy [95% CI] | parse rate |", "|---|---|---|---|"]
         lines += [
-            f"| {name} | {m['n']} | {_cell(m['accuracy'])} | {m['parse_rate']:.4f} |"
+            f"| {name} | {m['n']} | {format_interval(m['accuracy'])} | {m['parse_rate']:.4f} |"
             for name, m in rows
         ]
     else:
         lines = ["| questions | n | judge score x100 [95% CI] | failed |", "|---|---|---|---|"]
         lines += [
-            f"| {name} | {m['n']} | {_cell(m['score'])} | {m['failed']} |" for name, m in rows
+            f"| {name} | {m['n']} | {format_interval(m['score'])} | {m['failed']} |"
+            for name, m in rows
         ]
     return "\n".join(["## LEXam", "", *lines]) + "\n"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tqdm.auto import tqdm
 
-from lexrl.bootstrap import mean_with_ci
+from lexrl.bootstrap import format_interval, mean_with_ci
 from lexrl.envs.base import EnvReport, ReportRequest
 from lexrl.envs.statute.llm_rerank import Candidate, LLMReranker, RerankResult
 from lexrl.envs.statute.ranking import metric_names, per_query_metrics
@@ -199,9 +199,7 @@ def _metric_order(systems: dict[str, dict[str, dict[str, float]]]) -> list[str]:
 
 
 def _cell(value: dict[str, float] | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value['mean']:.4f} [{value['low']:.3f}, {value['high']:.3f}]"
+    return "-" if value is None else format_interval(value)
 
 
 def markdown_report(report: dict) -> str:
