@@ -18,6 +18,11 @@ import yaml
 
 from lexrl.envs.argument.options import WORKFLOWS as ARGUMENT_WORKFLOWS
 from lexrl.envs.argument.options import ArgumentEnvConfig
+from lexrl.envs.debate.options import DATASETS as DEBATE_DATASETS
+from lexrl.envs.debate.options import JUDGES as DEBATE_JUDGES
+from lexrl.envs.debate.options import REWARD_MODES as DEBATE_REWARD_MODES
+from lexrl.envs.debate.options import SYSTEMS as DEBATE_SYSTEMS
+from lexrl.envs.debate.options import DebateEnvConfig
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
 
@@ -181,6 +186,8 @@ class EnvConfig:
     """Options of the `lexam` env (`lexrl/envs/lexam/options.py`)."""
     argument: ArgumentEnvConfig = field(default_factory=ArgumentEnvConfig)
     """Options of the `argument` env (`lexrl/envs/argument/options.py`)."""
+    debate: DebateEnvConfig = field(default_factory=DebateEnvConfig)
+    """Options of the `debate` env (`lexrl/envs/debate/options.py`)."""
 
 
 @dataclass
@@ -279,6 +286,11 @@ _CHOICES = {
     "env.argument.workflow": ARGUMENT_WORKFLOWS,
     "env.argument.analyst": ("policy", "judge"),
     "env.argument.extract_factors": ("json", "llm"),
+    "env.debate.dataset": DEBATE_DATASETS,
+    "env.debate.protocol": DEBATE_SYSTEMS,
+    "env.debate.reward_mode": DEBATE_REWARD_MODES,
+    "env.debate.judge": DEBATE_JUDGES,
+    "env.debate.judge_aggregate": ("mean", "min"),
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }
 
@@ -302,6 +314,12 @@ def validate(config: Config) -> Config:
             raise ConfigError(
                 f"`env.statute.eval.baselines` has {name!r}; expected some of "
                 f"{', '.join(STATUTE_BASELINES)}"
+            )
+    for name in config.env.debate.eval_systems:
+        if name not in DEBATE_SYSTEMS:
+            raise ConfigError(
+                f"`env.debate.eval_systems` has {name!r}; expected some of "
+                f"{', '.join(DEBATE_SYSTEMS)}"
             )
     if statute_eval.final_reranker.model and not statute_eval.final_reranker.base_url:
         raise ConfigError("`env.statute.eval.final_reranker.model` is set but `base_url` is empty")

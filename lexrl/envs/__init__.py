@@ -29,12 +29,23 @@ def _argument(config: EnvConfig) -> Env:
     return ArgumentEnv.from_config(config.argument)
 
 
+def _debate(config: EnvConfig) -> Env:
+    from lexrl.envs.debate.env import DebateEnv
+
+    return DebateEnv.from_config(config.debate)
+
+
 REGISTRY: dict[str, tuple[Callable[[EnvConfig], Env], str]] = {
     "statute": (_statute, "LegalMALR multi-agent statute retrieval (planner + six rewrite agents)"),
     "lexam": (_lexam, "LEXam law-exam questions: MCQ by answer marker, open ones by LLM judges"),
     "argument": (
         _argument,
         "3-ply legal arguments over CATO factors that must abstain when they cannot be grounded",
+    ),
+    "debate": (
+        _debate,
+        "debaters X and Y and a judge: bar-exam MCQ (letters) or OAB open questions (rubric, "
+        "citation F1)",
     ),
 }
 

@@ -22,12 +22,16 @@ from lexrl.types import Group, Task, Trajectory
 
 
 def episode_values(trajectories: list[Trajectory]) -> dict[str, list[float]]:
-    """Each episode's reward, reward components and env metrics, keyed by name (a key an episode
-    lacks counts as 0), in the order the summary table shows them."""
+    """The reward, reward components and env metrics of the episodes reporting each, keyed by
+    name, in the order the summary table shows them. A key is averaged over the episodes that
+    report it: one evaluation may mix systems whose episodes report different numbers (the
+    debate env's single-agent baseline has no debaters to follow)."""
     values = {"reward": [t.reward for t in trajectories]}
     for source in ("components", "metrics"):
         for key in sorted({k for t in trajectories for k in getattr(t, source)}):
-            values[key] = [getattr(t, source).get(key, 0.0) for t in trajectories]
+            values[key] = [
+                getattr(t, source)[key] for t in trajectories if key in getattr(t, source)
+            ]
     return values
 
 

@@ -21,7 +21,6 @@ LEXam has no training split; `split_by_course` carves one out by course.
 from __future__ import annotations
 
 import ast
-import math
 import random
 import re
 from collections.abc import Iterable, Mapping
@@ -29,19 +28,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from lexrl.envs.data import DatasetError
+from lexrl.envs.data import TABLE_FORMATS, DatasetError, missing_value, read_table, text_field
 from lexrl.types import Task
 
 MCQ_CONFIGS = ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices", "mcq_32_choices")
 CONFIGS = (*MCQ_CONFIGS, "open_question")
 LANGUAGES = ("en", "de")
-_FORMATS = {
-    ".parquet": "parquet",
-    ".jsonl": "json",
-    ".json": "json",
-    ".csv": "csv",
-    ".xlsx": "xlsx",
-}
 _SAMPLES = {"mcq_4_choices": "mcq_4_choices.en.jsonl", "open_question": "open_question.en.jsonl"}
 
 
@@ -101,25 +93,9 @@ def _options_of(config: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _missing(value: object) -> bool:
-    # CSV and xlsx cells come back as NaN when empty, JSON fields as None.
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _text(row: Mapping, key: str, where: str, required: bool = True) -> str | None:
-    value = row.get(key)
-    if _missing(value) or (isinstance(value, str) and not value.strip()):
-        if required:
-            raise DatasetError(f"{where}: missing field `{key}`")
-        return None
-    if not isinstance(value, str):
-        raise DatasetError(f"{where}: `{key}` is not a string: {value!r}")
-    return value
-
-
 def _integer(row: Mapping, key: str, where: str, required: bool = True) -> int | None:
     value = row.get(key)
-    if _missing(value):
+    if missing_value(value):
         if required:
             raise DatasetError(f"{where}: missing field `{key}`")
         return None
@@ -139,14 +115,14 @@ def _integer(row: Mapping, key: str, where: str, required: bool = True) -> int |
 def _identifier(row: Mapping, where: str) -> str:
     # CSV readers turn numeric-looking ids into numbers; the id is a name either way.
     value = row.get("id")
-    if isinstance(value, int | float) and not _missing(value):
+    if isinstance(value, int | float) and not missing_value(value):
         return str(_integer(row, "id", where))
-    return _text(row, "id", where)
+    return text_field(row, "id", where)
 
 
 def _choices(row: Mapping, key: str, where: str) -> list[str]:
     value = row.get(key)
-    if _missing(value):
+    if missing_value(value):
         raise DatasetError(f"{where}: missing field `{key}`")
     if isinstance(value, str):
         try:
@@ -164,7 +140,7 @@ def _choices(row: Mapping, key: str, where: str) -> list[str]:
 def _item(row: Mapping, n_options: int | None, keys: tuple[str, str], where: str) -> LexamItem:
     choices = gold = answer = None
     if n_options is None:
-        answer = _text(row, "answer", where)
+        answer = text_field(row, "answer", where)
     else:
         choices_key, gold_key = keys
         choices = _choices(row, choices_key, where)
@@ -179,14 +155,14 @@ def _item(row: Mapping, n_options: int | None, keys: tuple[str, str], where: str
             )
     return LexamItem(
         id=_identifier(row, where),
-        question=_text(row, "question", where),
+        question=text_field(row, "question", where),
         choices=choices,
         gold=gold,
         answer=answer,
-        course=_text(row, "course", where),
-        language=_text(row, "language", where),
-        area=_text(row, "area", where, required=False),
-        jurisdiction=_text(row, "jurisdiction", where, required=False),
+        course=text_field(row, "course", where),
+        language=text_field(row, "language", where),
+        area=text_field(row, "area", where, required=False),
+        jurisdiction=text_field(row, "jurisdiction", where, required=False),
         year=_integer(row, "year", where, required=False),
         n_options=n_options,
     )
@@ -202,30 +178,12 @@ def _files(directory: Path, config: str, split: str | None) -> list[Path]:
     files = [
         path
         for path in candidates
-        if path.is_file() and path.suffix in _FORMATS and (split is None or split in path.name)
+        if path.is_file() and path.suffix in TABLE_FORMATS and (split is None or split in path.name)
     ]
     if not files:
         wanted = f"`{config}`" + (f" split `{split}`" if split else "")
-        raise DatasetError(f"{directory}: no {wanted} file ({', '.join(_FORMATS)})")
+        raise DatasetError(f"{directory}: no {wanted} file ({', '.join(TABLE_FORMATS)})")
     return files
-
-
-def _read_file(path: Path) -> Iterable[Mapping]:
-    import datasets
-    import pandas as pd
-
-    kind = _FORMATS.get(path.suffix)
-    if kind is None:
-        raise DatasetError(f"{path}: unsupported format; one of {', '.join(_FORMATS)}")
-    try:
-        if kind == "xlsx":
-            # Cells as text: mixed-type columns would not fit one Arrow type, and the row
-            # validation reads integers from text anyway.
-            frame = pd.read_excel(path, engine="openpyxl", dtype=str)
-            return datasets.Dataset.from_pandas(frame, preserve_index=False)
-        return datasets.load_dataset(kind, data_files=str(path), split="train")
-    except Exception as error:  # pyarrow, pandas and openpyxl raise many kinds for a bad file
-        raise DatasetError(f"{path}: could not be read as {kind}: {error}") from error
 
 
 def _read_hub(source: str, config: str, split: str | None) -> list[tuple[str, Iterable[Mapping]]]:
@@ -252,10 +210,10 @@ def load_lexam(
         raise ValueError(f"language must be one of {LANGUAGES} or None, got {language!r}")
     path = Path(source)
     if path.is_dir():
-        parts = [(str(file), _read_file(file)) for file in _files(path, config, split)]
+        parts = [(str(file), read_table(file)) for file in _files(path, config, split)]
     elif path.is_file():
-        parts = [(str(path), _read_file(path))]
-    elif path.suffix in _FORMATS:
+        parts = [(str(path), read_table(path))]
+    elif path.suffix in TABLE_FORMATS:
         raise DatasetError(f"dataset file not found: {path}")
     else:
         parts = _read_hub(source, config, split)

@@ -44,16 +44,23 @@ def _label_index(label: str, n_options: int) -> int | None:
     return index if 0 <= index < n_options else None
 
 
-def parse_mcq_answer(text: str, n_options: int) -> int | None:
-    """0-based index of the LAST `###X###` in `text` whose X labels one of `n_options` options
-    (see `option_label`), or None. Everything up to the last `</think>` is dropped first, so a
-    reasoning model's scratch pad cannot answer. Never raises on any string."""
-    answer = None
+def mcq_answers(text: str, n_options: int) -> list[int]:
+    """0-based indices of every `###X###` in `text` whose X labels one of `n_options` options
+    (see `option_label`), in order of where they end. Everything up to the last `</think>` is
+    dropped first, so a reasoning model's scratch pad cannot answer. Never raises on any
+    string."""
+    answers = []
     for match in _MARKER.finditer(text.rpartition("</think>")[2]):
         index = _label_index(match.group(1), n_options)
         if index is not None:
-            answer = index
-    return answer
+            answers.append(index)
+    return answers
+
+
+def parse_mcq_answer(text: str, n_options: int) -> int | None:
+    """The LAST valid answer marker of `text` (`mcq_answers`) as a 0-based index, or None."""
+    answers = mcq_answers(text, n_options)
+    return answers[-1] if answers else None
 
 
 def parse_mcq_answer_lexam_parity(text: str) -> int | None:

@@ -1,0 +1,85 @@
+"""Options of the multi-agent debate environment (papers.md sec. 3; seed 002, MAD legal)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lexrl.rewards.judge_config import JudgeConfig
+
+DATASETS = ("lexam", "barexam", "oab")
+FAMILIES = ("irac", "vanilla")
+SYSTEMS = ("single", *FAMILIES)
+REWARD_MODES = ("cooperative", "adversarial")
+JUDGES = ("policy", "external")
+
+
+@dataclass
+class DebateEnvConfig:
+    dataset: str = "lexam"
+    """`lexam`: a LEXam MCQ config (`lexam_config`), read by the LEXam env's loader; `barexam`:
+    US bar-exam MCQs in the `reglab/barexam_qa` schema (`prompt`, `question`, `choice_a` ..
+    `choice_d`, `answer`, `subject`); `oab`: Brazilian OAB open-ended questions in the
+    `ricardorudicz/oab_exams_guidelines` schema (seed 002 sec. 3.2)."""
+    source: str = "sample"
+    """Where the dataset is read from: a Hub id, a local file or folder, or (`lexam`) `sample`,
+    the attributed English LEXam sample shipped with lexrl."""
+    lexam_config: str = "mcq_4_choices"
+    """`dataset: lexam`: which MCQ config (`mcq_4_choices` ... `mcq_32_choices`)."""
+    language: str = "en"
+    """`dataset: lexam`: `en`, `de`, or empty for both."""
+    eval_fraction: float = 0.3
+    """Share of the questions held out when the data has no test split of its own (LEXam: whole
+    courses; a single barexam file: whole fact patterns; OAB: whole questions)."""
+    split_seed: int = 0
+    """Seed of that split."""
+    protocol: str = "irac"
+    """The system played in training: `irac` (debaters and judge spell out Issue, Rule,
+    Application, Conclusion), `vanilla` (plain adversarial debate), or `single` (the judge
+    alone answers, no debate)."""
+    eval_systems: list[str] = field(default_factory=lambda: ["single", "vanilla", "irac"])
+    """Systems scored on every held-out question in one evaluation: each test question becomes
+    one task per system (`single`: the judge alone, the paper's single-agent baseline)."""
+    reward_mode: str = "cooperative"
+    """`cooperative`: every role is rewarded with the judge's final correctness (the paper's
+    objective). `adversarial` (MCQ only): debater X and the judge are rewarded for a correct
+    final answer, debater Y for the judge adopting Y's letter; self-play in which the policy
+    learns to argue and to resist persuasion. Use it with `grpo.advantages: role`."""
+    judge: str = "policy"
+    """`policy`: the policy plays the judge (trained, `judge_trainable`). `external`: the first
+    endpoint of `judges` answers as judge through the judge client; its turns are recorded,
+    never trained."""
+    judges: list[JudgeConfig] = field(default_factory=list)
+    """`judge: external`: the endpoint whose model judges the debate (the first one)."""
+    rubric_judges: list[JudgeConfig] = field(default_factory=list)
+    """Open-ended questions: the rubric judges scoring the final answer (seed 002 sec. 5.2.3:
+    GPT-4o-mini; correctness 0-4 + reasoning 0-3 + citations 0-4, over 11). Needed unless
+    `rubric_weight` is 0."""
+    judge_trainable: bool = True
+    """With `judge: policy`: whether the judge's turns are trained."""
+    judge_aggregate: str = "mean"
+    """How several rubric judges' scores combine: `mean` or `min`."""
+    judge_cache_dir: str = ".lexrl_cache/judge"
+    """On-disk cache of external judge replies."""
+    debater_temperature: float = 0.7
+    """Sampling temperature of the debaters (seed 002 sec. 4: 0.7)."""
+    judge_temperature: float = 0.1
+    """Sampling temperature of the policy as judge (seed 002 sec. 4: 0.1)."""
+    debater_max_new_tokens: int = 2000
+    """Tokens per debater turn (seed 002 sec. 4: 2,000)."""
+    judge_max_new_tokens: int = 500
+    """Tokens of the judge's answer (seed 002 sec. 4: 500)."""
+    invalid_penalty: float = 0.5
+    """Subtracted once when debater Y, re-asked once, still names no option other than X's
+    (an invalid action): from Y's reward in `adversarial` mode, from the episode's otherwise."""
+    format_weight: float = 0.0
+    """Weight of the `format` component: the share of the policy's debate turns whose option
+    letter parses (MCQ). 0 is the paper's reward; a small model is helped by a little."""
+    rubric_weight: float = 1.0
+    """Open-ended: weight of the rubric judge's score, (correctness + reasoning + citations)/11."""
+    citation_weight: float = 1.0
+    """Open-ended: weight of the citation F1 between the judge's answer and the reference."""
+    bertscore_model: str = ""
+    """Open-ended reports: BERTScore F1 of the answer against the reference with this model (a
+    Hub id or local folder; the paper: `neuralmind/bert-base-portuguese-cased`). Empty: none."""
+    bertscore_layers: int | None = None
+    """Hidden layer BERTScore reads (None: the `bert-score` package's default for the model)."""
