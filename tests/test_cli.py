@@ -308,3 +308,59 @@ def test_a_checkpoint_is_evaluated_on_the_base_it_was_trained_on(tmp_path):
         json.dumps({"base_model_name_or_path": "Qwen/Qwen3-4B-Instruct-2507"})
     )
     assert adapter_base(adapter) is None
+
+
+DEBATE_TINY = """model:
+  name_or_path: tiny
+  cache_dir: {cache}
+rollout:
+  max_new_tokens: 8
+grpo:
+  num_generations: 2
+  tasks_per_step: 1
+  advantages: role
+env:
+  name: debate
+  debate:
+    reward_mode: adversarial
+    debater_max_new_tokens: 8
+    judge_max_new_tokens: 8
+eval:
+  max_tasks: 6
+logging:
+  wandb_mode: offline
+run:
+  output_dir: {out}
+  max_steps: 1
+  eval_before: false
+  eval_after: false
+"""
+
+
+@pytest.mark.slow
+def test_debate_eval_scores_every_system_on_the_same_questions(tmp_path, model_cache):
+    config = tmp_path / "debate.yaml"
+    config.write_text(DEBATE_TINY.format(cache=model_cache, out=tmp_path / "run"))
+    result = run_lexrl("eval", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "single agent (base)" in result.stdout and "MAD-IRAC (base)" in result.stdout
+    report = json.loads((report_dir(result.stdout) / "eval_test_report.json").read_text())
+    assert report["env"]["questions"] == 2  # 6 tasks: 2 held-out questions x 3 systems
+    systems = report["env"]["systems"]
+    assert list(systems) == ["single", "vanilla", "irac"]
+    assert all(systems[s]["n"] == 2 for s in systems)
+    assert systems["irac"]["y_invalid"] is not None and systems["single"]["y_invalid"] is None
+
+
+@pytest.mark.slow
+def test_debate_adversarial_training_logs_each_roles_reward(tmp_path, model_cache):
+    out = tmp_path / "run"
+    config = tmp_path / "debate.yaml"
+    config.write_text(DEBATE_TINY.format(cache=model_cache, out=out))
+    result = run_lexrl("train", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    for role in ("debater_x", "debater_y", "judge"):
+        assert f"agent/{role}/reward" in record and f"agent/{role}/turns" in record
+    assert record["agent/debater_x/reward"] == pytest.approx(record["agent/judge/reward"])
+    assert {"reward/correct", "reward/invalid", "env/judge_follows_y"} <= set(record)

@@ -16,8 +16,8 @@ import string
 from lexrl.envs.lexam.reward import mcq_answers
 
 _STATED = re.compile(
-    r"(?:\banswer\s*(?:is|:|=|-)?|\boption|\bchoice|\bchoose|\bpick|\bselect)\s*[:\-]?\s*"
-    r"[*_]*\(?(?-i:([A-Z]))\)?[*_]*(?![\w])",
+    r"(?:\banswer(?:\s*(?:is|:|=|-))?|\boption|\bchoice|\bchoose|\bpick|\bselect)"
+    r"[\s*_:\-]*\(?(?-i:([A-Z]))\)?[*_]*(?!\w)",
     re.IGNORECASE,
 )
 _LEADING = re.compile(r"\s*[*_#]*\(?(?-i:([A-Z]))(?:\)|\.|:)(?!\w)")
