@@ -291,6 +291,7 @@ _CHOICES = {
     "env.debate.reward_mode": DEBATE_REWARD_MODES,
     "env.debate.judge": DEBATE_JUDGES,
     "env.debate.judge_aggregate": ("mean", "min"),
+    "env.debate.lexam_config": ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices"),
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }
 
@@ -321,6 +322,15 @@ def validate(config: Config) -> Config:
                 f"`env.debate.eval_systems` has {name!r}; expected some of "
                 f"{', '.join(DEBATE_SYSTEMS)}"
             )
+    if (
+        config.env.name == "debate"
+        and config.env.debate.reward_mode == "adversarial"
+        and config.grpo.advantages != "role"
+    ):
+        raise ConfigError(
+            "`env.debate.reward_mode: adversarial` needs `grpo.advantages: role`: with "
+            "trajectory advantages every debater would train on the shared reward"
+        )
     if statute_eval.final_reranker.model and not statute_eval.final_reranker.base_url:
         raise ConfigError("`env.statute.eval.final_reranker.model` is set but `base_url` is empty")
     if config.grpo.num_generations < 2:

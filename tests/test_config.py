@@ -90,3 +90,11 @@ def test_a_moved_key_names_its_new_place(tmp_path):
         load_config(path)
     with pytest.raises(ConfigError, match="--env.statute.eval.final_reranker.model"):
         load_config(None, ["--eval.final_reranker.model", "qwen-max"])
+
+
+def test_adversarial_debate_needs_role_advantages(tmp_path):
+    path = tmp_path / "debate.yaml"
+    path.write_text("env:\n  name: debate\n  debate:\n    reward_mode: adversarial\n")
+    with pytest.raises(ConfigError, match="grpo.advantages: role"):
+        load_config(path)
+    assert load_config(path, ["--grpo.advantages", "role"]).env.debate.reward_mode == "adversarial"

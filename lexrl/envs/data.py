@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+import random
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 TABLE_FORMATS = {
     ".parquet": "parquet",
@@ -91,3 +95,42 @@ def read_table(path: Path) -> Iterable[Mapping]:
         return datasets.load_dataset(kind, data_files=str(path), split="train")
     except Exception as error:  # pyarrow, pandas and openpyxl raise many kinds for a bad file
         raise DatasetError(f"{path}: could not be read as {kind}: {error}") from error
+
+
+def split_by_group(
+    items: Sequence[T],
+    group: Callable[[T], Hashable],
+    eval_fraction: float,
+    seed: int,
+    max_eval_fraction: float = 0.5,
+) -> dict[str, list[T]]:
+    """{"train", "test"} with every group (`group(item)`: a course, a fact pattern, a case)
+    wholly on one side, so questions that share their facts never straddle the split.
+
+    The sorted group names are shuffled with `seed`; whole groups go to test, in that order,
+    until test holds at least `eval_fraction` of the items. A group that would take test past
+    `max_eval_fraction` stays in train: one dominant group would otherwise become the test set
+    and leave almost nothing to train on (test can then hold less than `eval_fraction`, and the
+    split may not depend on the seed). Within a side, items keep their input order.
+    """
+    if not 0 < eval_fraction <= max_eval_fraction < 1:
+        raise ValueError(
+            "need 0 < eval_fraction <= max_eval_fraction < 1, got "
+            f"eval_fraction={eval_fraction}, max_eval_fraction={max_eval_fraction}"
+        )
+    sizes: dict[Hashable, int] = {}
+    for item in items:
+        sizes[group(item)] = sizes.get(group(item), 0) + 1
+    order = sorted(sizes, key=str)
+    random.Random(seed).shuffle(order)
+    held, test = 0, set()
+    for name in order:
+        if held >= eval_fraction * len(items):
+            break
+        if held + sizes[name] <= max_eval_fraction * len(items):
+            test.add(name)
+            held += sizes[name]
+    return {
+        "train": [item for item in items if group(item) not in test],
+        "test": [item for item in items if group(item) in test],
+    }

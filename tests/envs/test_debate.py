@@ -128,6 +128,8 @@ def test_y_must_differ_reasked_once_then_penalised(tokenizer):
     reask = asked[2][2][-1]["content"]
     assert "Debater X's option" in reask and "one of B, C, D" in reask
     assert trajectory.outcome["y"] == 2 and not trajectory.outcome["y_invalid"]
+    # the refused opening is kept for the record but not trained
+    assert [t.trainable for t in trajectory.turns if t.role == "debater_y"] == [False, True, True]
     assert trajectory.components == {"correct": 1.0, "format": 0.0, "invalid": -0.0}
 
     trajectory, asked = play(env, mcq(), tokenizer, letters(x="A", y="A", y_retry="A", judge="A"))

@@ -33,6 +33,17 @@ def test_intervals_resample_tasks_and_leave_failed_episodes_out():
     assert summary["judge_failed"] == 1 and summary["reward"] == pytest.approx(3 / 6)
 
 
+def test_a_metric_is_averaged_over_the_episodes_that_report_it():
+    """One evaluation may mix systems: the debate env's single-agent episodes have no
+    debaters, so `x_accuracy` is the mean over the debate episodes, not diluted by zeros."""
+    debate = Trajectory("d", reward=1.0, metrics={"accuracy": 1.0, "x_accuracy": 0.5})
+    single = Trajectory("s", reward=0.0, metrics={"accuracy": 0.0})
+    groups = [Group(Task("d", {}, None), [debate]), Group(Task("s", {}, None), [single])]
+    summary = summarize(groups)
+    assert summary["accuracy"] == 0.5 and summary["x_accuracy"] == 0.5
+    assert summary_intervals(groups)["x_accuracy"]["mean"] == 0.5
+
+
 def test_the_table_shows_each_mean_with_its_interval():
     groups = [group("a", [1.0]), group("b", [0.0])]
     out = io.StringIO()

@@ -20,11 +20,17 @@ A malformed row raises DatasetError naming the file, the row (counting from 1) a
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from lexrl.envs.data import TABLE_FORMATS, DatasetError, read_table, text_field
+from lexrl.envs.data import (
+    TABLE_FORMATS,
+    DatasetError,
+    missing_value,
+    read_table,
+    split_by_group,
+    text_field,
+)
 from lexrl.envs.debate.citations import extract_citations
 from lexrl.envs.lexam.data import load_lexam, split_by_course
 from lexrl.types import Task
@@ -57,7 +63,9 @@ def mcq_task(id: str, question: str, choices: list[str], gold: int, subject: str
     )
 
 
-def _rows(source: str, split: str | None) -> list[tuple[str, Iterable[Mapping]]]:
+def _rows(
+    source: str, split: str | None, hub_config: str | None = None
+) -> list[tuple[str, Iterable[Mapping]]]:
     """(name, rows) parts of a local file, the split's files of a local folder, or a Hub split."""
     path = Path(source)
     if path.is_file():
@@ -75,7 +83,8 @@ def _rows(source: str, split: str | None) -> list[tuple[str, Iterable[Mapping]]]
         raise DatasetError(f"dataset file not found: {path}")
     import datasets
 
-    return [(f"{source} ({split})", datasets.load_dataset(source, split=split or "train"))]
+    loaded = datasets.load_dataset(source, hub_config, split=split or "train")
+    return [(f"{source} ({hub_config or 'default'}, {split})", loaded)]
 
 
 def barexam_task(row: Mapping, where: str) -> Task:
@@ -86,7 +95,7 @@ def barexam_task(row: Mapping, where: str) -> Task:
     if answer not in LETTERS:
         raise DatasetError(f"{where}: `answer` {answer!r} is not one of A, B, C, D")
     identifier = row.get("idx", row.get("id"))
-    if identifier is None or identifier == "":
+    if missing_value(identifier) or identifier == "":
         raise DatasetError(f"{where}: missing field `idx` (or `id`)")
     text = f"{facts.strip()}\n\n{question.strip()}" if facts.strip() else question.strip()
     task = mcq_task(
@@ -108,9 +117,14 @@ def _unique(tasks: list[Task], wheres: list[str]) -> None:
         seen[task.id] = where
 
 
-def _read(source: str, split: str | None, parse: Callable[[Mapping, str], Task]) -> list[Task]:
+def _read(
+    source: str,
+    split: str | None,
+    parse: Callable[[Mapping, str], Task],
+    hub_config: str | None = None,
+) -> list[Task]:
     tasks, wheres = [], []
-    for name, rows in _rows(source, split):
+    for name, rows in _rows(source, split, hub_config):
         for number, row in enumerate(rows, start=1):
             where = f"{name} row {number}"
             tasks.append(parse(row, where))
@@ -119,45 +133,24 @@ def _read(source: str, split: str | None, parse: Callable[[Mapping, str], Task])
     return tasks
 
 
-def seeded_split(
-    tasks: list[Task], key: str | None, eval_fraction: float, seed: int
+def _fact_pattern(task: Task) -> str:
+    """Questions sharing a non-empty fact pattern form one group; any other question its own."""
+    return task.meta["facts"] or task.id
+
+
+def barexam_tasks(
+    source: str, eval_fraction: float, seed: int, hub_config: str = "qa"
 ) -> dict[str, list[Task]]:
-    """{"train", "test"}: the groups of tasks sharing `meta[key]` (each task its own group
-    when `key` is None) shuffled with `seed`, whole groups held out until test holds at least
-    `eval_fraction` of the tasks. Within a side, tasks keep their input order."""
-    if not 0 < eval_fraction < 1:
-        raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}")
-    groups: dict[str, int] = {}
-    for task in tasks:
-        name = task.id if key is None or not task.meta.get(key) else task.meta[key]
-        groups[name] = groups.get(name, 0) + 1
-    order = sorted(groups)
-    random.Random(seed).shuffle(order)
-    held, test = 0, set()
-    for name in order:
-        if held >= eval_fraction * len(tasks):
-            break
-        test.add(name)
-        held += groups[name]
-
-    def side(task: Task) -> str:
-        name = task.id if key is None or not task.meta.get(key) else task.meta[key]
-        return "test" if name in test else "train"
-
-    return {s: [t for t in tasks if side(t) == s] for s in ("train", "test")}
-
-
-def barexam_tasks(source: str, eval_fraction: float, seed: int) -> dict[str, list[Task]]:
     """The source's own `train` and `test` splits (Hub, or a folder of split-named files);
     a single file is split with `seed` by fact pattern."""
     if Path(source).is_file():
-        return seeded_split(_read(source, None, barexam_task), "facts", eval_fraction, seed)
-    return {split: _read(source, split, barexam_task) for split in ("train", "test")}
+        return split_by_group(_read(source, None, barexam_task), _fact_pattern, eval_fraction, seed)
+    return {split: _read(source, split, barexam_task, hub_config) for split in ("train", "test")}
 
 
 def oab_task(row: Mapping, where: str) -> Task:
     identifier = row.get("question_id")
-    if identifier is None or identifier == "":
+    if missing_value(identifier) or identifier == "":
         raise DatasetError(f"{where}: missing field `question_id`")
     truth = row.get("ground_truth")
     if isinstance(truth, str):
@@ -189,7 +182,7 @@ def oab_tasks(source: str, eval_fraction: float, seed: int) -> dict[str, list[Ta
         _unique(tasks, [f"{path} item {n}" for n in range(1, len(tasks) + 1)])
     else:
         tasks = _read(source, None, oab_task)
-    return seeded_split(tasks, None, eval_fraction, seed)
+    return split_by_group(tasks, lambda task: task.id, eval_fraction, seed)
 
 
 def _json_list(path: Path) -> list[Mapping]:

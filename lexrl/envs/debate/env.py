@@ -43,6 +43,7 @@ from lexrl.envs.debate.reward import (
     mcq_components,
 )
 from lexrl.envs.debate.rubric import RUBRIC_FORMAT, parse_rubric, rubric_messages
+from lexrl.envs.lexam.data import default_sample
 from lexrl.envs.lexam.reward import format_choices, option_label
 from lexrl.rewards.judge import JudgeClient, JudgeParseError, strip_thinking
 from lexrl.rollout.policy import Messages, Policy
@@ -98,22 +99,19 @@ class DebateEnv(Env):
         self.roles = tuple(roles)
         if self.open:
             self.reward_components = ("rubric", "citation_f1")
-            self.episode_metrics = (
-                "rubric",
-                "citation_precision",
-                "citation_recall",
-                "citation_f1",
-            )
+            self.episode_metrics = ("citation_precision", "citation_recall", "citation_f1")
+            if config.rubric_weight:
+                self.episode_metrics = ("rubric", *self.episode_metrics)
         else:
             self.reward_components = ("correct", "format", "invalid")
-            self.episode_metrics = (
-                "accuracy",
-                "parsed",
-                "x_accuracy",
-                "y_valid",
-                "judge_follows_x",
-                "judge_follows_y",
-            )
+            self.episode_metrics = ("accuracy", "parsed")
+            if config.protocol != "single":
+                self.episode_metrics += (
+                    "x_accuracy",
+                    "y_valid",
+                    "judge_follows_x",
+                    "judge_follows_y",
+                )
         kind = "open" if self.open else "mcq"
         self.prompts = {
             f"{family}_{role}": load_prompt(f"{family}_{role}").format(
@@ -135,8 +133,6 @@ class DebateEnv(Env):
     def _load(self) -> dict[str, list[Task]]:
         config = self.config
         if config.dataset == "lexam":
-            from lexrl.envs.lexam.data import default_sample
-
             source = (
                 str(default_sample(config.lexam_config))
                 if config.source == "sample"
@@ -155,7 +151,9 @@ class DebateEnv(Env):
                 "a local file"
             )
         elif config.dataset == "barexam":
-            tasks = barexam_tasks(config.source, config.eval_fraction, config.split_seed)
+            tasks = barexam_tasks(
+                config.source, config.eval_fraction, config.split_seed, config.hub_config
+            )
         else:
             tasks = oab_tasks(config.source, config.eval_fraction, config.split_seed)
         for part in tasks.values():
@@ -259,6 +257,7 @@ class DebateEnv(Env):
             y = self._position(task, y_opening)
             if y is None or y == x:
                 reasks = 1
+                policy.trajectory.turns[-1].trainable = False
                 conversation += [
                     {"role": "assistant", "content": y_opening},
                     {"role": "user", "content": self._invalid_reason(task, x, y)},
@@ -381,7 +380,7 @@ class DebateEnv(Env):
             y=debate["y"] if debate else None,
             y_invalid=bool(debate and debate["y_invalid"]),
         )
-        parsed = self._parsed(task, policy, debate, outcome)
+        parsed = self._parsed(task, debate, outcome)
         components = mcq_components(
             outcome, list(parsed.values()), self.config.format_weight, self.config.invalid_penalty
         )
@@ -399,7 +398,7 @@ class DebateEnv(Env):
         return trajectory
 
     def _parsed(
-        self, task: Task, policy: Policy, debate: dict[str, Any] | None, outcome: McqOutcome
+        self, task: Task, debate: dict[str, Any] | None, outcome: McqOutcome
     ) -> dict[str, bool]:
         """Per role the policy played with a letter to give, whether it gave one: the
         openings' positions (Y's after its re-ask, whatever its validity) and the judgment."""
@@ -447,7 +446,8 @@ class DebateEnv(Env):
                 return trajectory
             rubric = result.score
         outcome["rubric"] = rubric
-        metrics["rubric"] = rubric if rubric is not None else 0.0
+        if rubric is not None:
+            metrics["rubric"] = rubric
         components = {
             "rubric": self.config.rubric_weight * (rubric or 0.0),
             "citation_f1": self.config.citation_weight * scores["f1"],

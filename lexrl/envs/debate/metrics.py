@@ -2,10 +2,10 @@
 with percentile-bootstrap 95% intervals over episodes (`lexrl.bootstrap.mean_with_ci`; an
 interval is `{"mean", "low", "high"}`, x100 here).
 
-Persuasion (multiple choice, debate systems): how often the judge's final letter is debater X's,
-is debater Y's, moves away from a correct X (persuaded: among episodes where X's opening was
-right, the share whose final answer is wrong) and recovers from a wrong X (among episodes where
-X's opening was wrong, the share whose final answer is right).
+Persuasion (multiple choice, debate systems): how often the judge's final option is debater X's,
+is debater Y's, moves away from a right X (persuaded: among debates whose X opened on the right
+option, the share whose final answer is wrong) and recovers from a wrong X (among debates whose
+X opened on a wrong option, the share whose final answer is right).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from lexrl.bootstrap import format_interval, mean_with_ci
+from lexrl.envs.debate.reward import McqOutcome, debate_metrics
 
 MCQ_COLUMNS = (
     ("accuracy", "accuracy"),
@@ -41,26 +42,37 @@ def _interval(values: Sequence[float], seed: int) -> dict[str, float] | None:
 
 def mcq_system_metrics(records: Sequence[Mapping], seed: int = 0) -> dict:
     """Records `{"gold": int, "judge": int | None, "x": int | None, "y": int | None,
-    "y_invalid": bool}` of one system (`x`, `y` None and absent in the single-agent system).
-    Returns `n` and, per column of `MCQ_COLUMNS`, an interval x100 (None when no episode
-    qualifies: the persuasion columns have no episode without debate, `persuaded` none
-    without a right X) with its own `n_<column>`."""
-    debated = [r for r in records if "x" in r]
-    x_parsed = [r for r in debated if r["x"] is not None]
-    values = {
-        "accuracy": [float(r["judge"] == r["gold"]) for r in records],
-        "parsed": [float(r["judge"] is not None) for r in records],
-        "x_accuracy": [float(r["x"] == r["gold"]) for r in debated],
-        "follows_x": [float(r["judge"] == r["x"]) for r in x_parsed if r["judge"] is not None],
-        "follows_y": [
-            float(r["judge"] == r["y"])
-            for r in debated
-            if r["y"] is not None and r["judge"] is not None
-        ],
-        "persuaded": [float(r["judge"] != r["gold"]) for r in x_parsed if r["x"] == r["gold"]],
-        "recovered": [float(r["judge"] == r["gold"]) for r in x_parsed if r["x"] != r["gold"]],
-        "y_invalid": [float(r["y_invalid"]) for r in debated],
-    }
+    "y_invalid": bool}` of one system (`x` and `y` absent in the single-agent system).
+
+    Per episode the numbers are `reward.debate_metrics`' (the same the trainer logs as
+    env/<name>): a judge, X or Y that named no option follows nobody and is not right. The
+    persuasion columns are conditional: `persuaded` over the debates whose X opened right,
+    `recovered` over those whose X opened on a wrong option. Returns `n` and, per column of
+    `MCQ_COLUMNS`, an interval x100 (None when no episode qualifies: the debate columns in
+    the single-agent system) with its own `n_<column>`."""
+    values: dict[str, list[float]] = {name: [] for name, _ in MCQ_COLUMNS}
+    for record in records:
+        debated = "x" in record
+        outcome = McqOutcome(
+            record["gold"],
+            record["judge"],
+            record.get("x"),
+            record.get("y"),
+            record.get("y_invalid", False),
+        )
+        metrics = debate_metrics(outcome)
+        values["accuracy"].append(metrics["accuracy"])
+        values["parsed"].append(metrics["parsed"])
+        if not debated:
+            continue
+        values["x_accuracy"].append(metrics["x_accuracy"])
+        values["follows_x"].append(metrics["judge_follows_x"])
+        values["follows_y"].append(metrics["judge_follows_y"])
+        values["y_invalid"].append(1.0 - metrics["y_valid"])
+        if outcome.x == outcome.gold:
+            values["persuaded"].append(1.0 - metrics["accuracy"])
+        elif outcome.x is not None:
+            values["recovered"].append(metrics["accuracy"])
     out: dict = {"n": len(records)}
     for name, column in values.items():
         out[name] = _interval(column, seed)
@@ -92,13 +104,14 @@ def markdown_table(systems: Mapping[str, Mapping], open_ended: bool) -> str:
         for key, _ in columns:
             interval = metrics.get(key)
             text = "-" if interval is None else format_interval(interval, digits=1, bound_digits=1)
-            if key in ("follows_x", "follows_y", "persuaded", "recovered") and interval is not None:
+            if key in ("persuaded", "recovered") and interval is not None:
                 text += f" (n {metrics[f'n_{key}']})"
             cells.append(text)
         row = f"| {name} | {metrics['n']} | {metrics.get('failed', 0)} | "
         lines.append(row + " | ".join(cells) + " |")
     note = (
-        "x100, percentile-bootstrap 95% intervals over episodes; persuasion columns count the "
-        "episodes where they are defined (n)."
+        "x100, percentile-bootstrap 95% intervals over episodes. 'persuaded' counts the debates "
+        "whose X opened on the right option, 'recovers' those whose X opened on a wrong one (n); "
+        "a judge that names no option follows nobody and is wrong."
     )
     return "\n".join(["## Debate", "", *lines, "", note]) + "\n"

@@ -23,8 +23,13 @@ class DebateEnvConfig:
     source: str = "sample"
     """Where the dataset is read from: a Hub id, a local file or folder, or (`lexam`) `sample`,
     the attributed English LEXam sample shipped with lexrl."""
+    hub_config: str = "qa"
+    """`dataset: barexam` from the Hub: the dataset config read (`reglab/barexam_qa` has `qa`
+    and `passages`). If your `datasets` cannot run that repository's loading script, download
+    its files and set `source` to the folder."""
     lexam_config: str = "mcq_4_choices"
-    """`dataset: lexam`: which MCQ config (`mcq_4_choices` ... `mcq_32_choices`)."""
+    """`dataset: lexam`: which MCQ config: `mcq_4_choices`, `mcq_8_choices` or `mcq_16_choices`
+    (options are labelled with letters; `mcq_32_choices` would need numbers)."""
     language: str = "en"
     """`dataset: lexam`: `en`, `de`, or empty for both."""
     eval_fraction: float = 0.3
@@ -43,7 +48,8 @@ class DebateEnvConfig:
     """`cooperative`: every role is rewarded with the judge's final correctness (the paper's
     objective). `adversarial` (MCQ only): debater X and the judge are rewarded for a correct
     final answer, debater Y for the judge adopting Y's letter; self-play in which the policy
-    learns to argue and to resist persuasion. Use it with `grpo.advantages: role`."""
+    learns to argue and to resist persuasion. Needs `grpo.advantages: role` (with trajectory
+    advantages every role would train on the shared reward)."""
     judge: str = "policy"
     """`policy`: the policy plays the judge (trained, `judge_trainable`). `external`: the first
     endpoint of `judges` answers as judge through the judge client; its turns are recorded,
@@ -63,14 +69,18 @@ class DebateEnvConfig:
     debater_temperature: float = 0.7
     """Sampling temperature of the debaters (seed 002 sec. 4: 0.7)."""
     judge_temperature: float = 0.1
-    """Sampling temperature of the policy as judge (seed 002 sec. 4: 0.1)."""
+    """Sampling temperature of the policy as judge (seed 002 sec. 4: 0.1). An external judge
+    samples as its entry in `judges` says (set `temperature: 0.1`, `max_tokens: 500` there for
+    the paper's)."""
     debater_max_new_tokens: int = 2000
     """Tokens per debater turn (seed 002 sec. 4: 2,000)."""
     judge_max_new_tokens: int = 500
-    """Tokens of the judge's answer (seed 002 sec. 4: 500)."""
+    """Tokens of the policy's judgment (seed 002 sec. 4: 500)."""
     invalid_penalty: float = 0.5
     """Subtracted once when debater Y, re-asked once, still names no option other than X's
-    (an invalid action): from Y's reward in `adversarial` mode, from the episode's otherwise."""
+    (an invalid action): from Y's reward in `adversarial` mode, from the episode's otherwise.
+    The refused first opening is kept as an untrained turn, so a Y that wins after its re-ask
+    is not rewarded for the opening it had to take back."""
     format_weight: float = 0.0
     """Weight of the `format` component: the share of the policy's debate turns whose option
     letter parses (MCQ). 0 is the paper's reward; a small model is helped by a little."""
@@ -82,4 +92,5 @@ class DebateEnvConfig:
     """Open-ended reports: BERTScore F1 of the answer against the reference with this model (a
     Hub id or local folder; the paper: `neuralmind/bert-base-portuguese-cased`). Empty: none."""
     bertscore_layers: int | None = None
-    """Hidden layer BERTScore reads (None: the `bert-score` package's default for the model)."""
+    """Hidden layer BERTScore reads (None: the `bert-score` package's tuned layer for models it
+    knows, else the last layer; it has none for BERTimbau and the seed names none)."""

@@ -21,14 +21,20 @@ LEXam has no training split; `split_by_course` carves one out by course.
 from __future__ import annotations
 
 import ast
-import random
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from lexrl.envs.data import TABLE_FORMATS, DatasetError, missing_value, read_table, text_field
+from lexrl.envs.data import (
+    TABLE_FORMATS,
+    DatasetError,
+    missing_value,
+    read_table,
+    split_by_group,
+    text_field,
+)
 from lexrl.types import Task
 
 MCQ_CONFIGS = ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices", "mcq_32_choices")
@@ -254,25 +260,4 @@ def split_by_course(
     Law" and "Transnational Public Security Law", and train is Swiss Law. Within a side, items
     keep their input order.
     """
-    if not 0 < eval_fraction <= max_eval_fraction < 1:
-        raise ValueError(
-            "need 0 < eval_fraction <= max_eval_fraction < 1, got "
-            f"eval_fraction={eval_fraction}, max_eval_fraction={max_eval_fraction}"
-        )
-    sizes: dict[str, int] = {}
-    for item in items:
-        sizes[item.course] = sizes.get(item.course, 0) + 1
-    order = sorted(sizes)
-    random.Random(seed).shuffle(order)
-    test_courses: set[str] = set()
-    held = 0
-    for course in order:
-        if held >= eval_fraction * len(items):
-            break
-        if held + sizes[course] <= max_eval_fraction * len(items):
-            test_courses.add(course)
-            held += sizes[course]
-    return {
-        "train": [item for item in items if item.course not in test_courses],
-        "test": [item for item in items if item.course in test_courses],
-    }
+    return split_by_group(items, lambda item: item.course, eval_fraction, seed, max_eval_fraction)
