@@ -64,8 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(path: str | None, overrides: list[str]) -> Config:
-    if path is None and not {"-h", "--help"} & set(overrides):
+def _load(path: str | None, overrides: list[str], required: bool = True) -> Config:
+    if path is None and required and not {"-h", "--help"} & set(overrides):
         print(
             "usage: lexrl {train,eval,rollout,index,serve} CONFIG [--section.key value ...] (--help lists the keys)",
             file=sys.stderr,
@@ -174,7 +174,7 @@ def _run(argv: list[str] | None) -> None:
         from lexrl.envs import REGISTRY, make_env
 
         if args.stats:
-            config = _load(args.config, overrides) if args.config else Config()
+            config = _load(args.config, overrides, required=False)
             if args.name is not None:
                 config.env.name = args.name
             print(json.dumps(make_env(config.env).stats(), indent=2, ensure_ascii=False))

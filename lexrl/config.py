@@ -23,6 +23,8 @@ from lexrl.envs.debate.options import JUDGES as DEBATE_JUDGES
 from lexrl.envs.debate.options import REWARD_MODES as DEBATE_REWARD_MODES
 from lexrl.envs.debate.options import SYSTEMS as DEBATE_SYSTEMS
 from lexrl.envs.debate.options import DebateEnvConfig
+from lexrl.envs.gdpr.options import FORMS as GDPR_FORMS
+from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
 
@@ -188,6 +190,8 @@ class EnvConfig:
     """Options of the `argument` env (`lexrl/envs/argument/options.py`)."""
     debate: DebateEnvConfig = field(default_factory=DebateEnvConfig)
     """Options of the `debate` env (`lexrl/envs/debate/options.py`)."""
+    gdpr: GdprEnvConfig = field(default_factory=GdprEnvConfig)
+    """Options of the `gdpr` env (`lexrl/envs/gdpr/options.py`)."""
 
 
 @dataclass
@@ -292,6 +296,7 @@ _CHOICES = {
     "env.debate.judge": DEBATE_JUDGES,
     "env.debate.judge_aggregate": ("mean", "min"),
     "env.debate.lexam_config": ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices"),
+    "env.gdpr.form": GDPR_FORMS,
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }
 

@@ -35,6 +35,12 @@ def _debate(config: EnvConfig) -> Env:
     return DebateEnv.from_config(config.debate)
 
 
+def _gdpr(config: EnvConfig) -> Env:
+    from lexrl.envs.gdpr.env import GdprEnv
+
+    return GdprEnv.from_config(config.gdpr)
+
+
 REGISTRY: dict[str, tuple[Callable[[EnvConfig], Env], str]] = {
     "statute": (_statute, "LegalMALR multi-agent statute retrieval (planner + six rewrite agents)"),
     "lexam": (_lexam, "LEXam law-exam questions: MCQ by answer marker, open ones by LLM judges"),
@@ -46,6 +52,10 @@ REGISTRY: dict[str, tuple[Callable[[EnvConfig], Env], str]] = {
         _debate,
         "debaters X and Y and a judge: bar-exam MCQ (letters) or OAB open questions (rubric, "
         "citation F1)",
+    ),
+    "gdpr": (
+        _gdpr,
+        "MASLegalBench GDPR questions answered by a Meta-LLM over its F / LR / AR / CS agents",
     ),
 }
 

