@@ -23,7 +23,7 @@ from lexrl.envs.debate.options import JUDGES as DEBATE_JUDGES
 from lexrl.envs.debate.options import REWARD_MODES as DEBATE_REWARD_MODES
 from lexrl.envs.debate.options import SYSTEMS as DEBATE_SYSTEMS
 from lexrl.envs.debate.options import DebateEnvConfig
-from lexrl.envs.gdpr.options import FORMS as GDPR_FORMS
+from lexrl.envs.gdpr.options import RETRIEVERS as GDPR_RETRIEVERS
 from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
@@ -296,7 +296,7 @@ _CHOICES = {
     "env.debate.judge": DEBATE_JUDGES,
     "env.debate.judge_aggregate": ("mean", "min"),
     "env.debate.lexam_config": ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices"),
-    "env.gdpr.form": GDPR_FORMS,
+    "env.gdpr.live_retriever": GDPR_RETRIEVERS,
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }
 

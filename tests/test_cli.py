@@ -369,3 +369,23 @@ def test_debate_adversarial_training_logs_each_roles_reward(tmp_path, model_cach
     assert record["agent/debater_y/reward"] == pytest.approx(
         record["env/judge_follows_y"] + record["reward/invalid"]
     )
+
+
+@pytest.mark.slow
+def test_gdpr_eval_scores_the_grid_and_the_live_form_beside_the_baselines(tmp_path, model_cache):
+    config = tmp_path / "gdpr.yaml"
+    config.write_text(
+        f"model:\n  name_or_path: tiny\n  cache_dir: {model_cache}\n"
+        "env:\n  name: gdpr\n  gdpr:\n    system: live\n"
+        "    eval_grid: [none, F+LR+AR+CS/bm25/5, live]\n"
+        "    max_new_tokens: 8\n    agent_max_new_tokens: 8\n"
+        f"eval:\n  max_tasks: 6\nrun:\n  output_dir: {tmp_path / 'run'}\n"
+    )
+    result = run_lexrl("eval", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "always Yes / always B" in result.stdout
+    report = json.loads((report_dir(result.stdout) / "eval_test_report.json").read_text())
+    assert report["env"]["questions"] == 2  # 6 tasks: 2 held-out questions x 3 systems
+    assert list(report["env"]["systems"]) == ["none", "F+LR+AR+CS/bm25/5", "live"]
+    assert all(row["n"] == 2 for row in report["env"]["systems"].values())
+    assert 0.0 <= report["env"]["baselines"]["prior"] <= 100.0

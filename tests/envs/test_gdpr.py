@@ -149,3 +149,55 @@ def test_embedding_retrieval_with_the_real_minilm(env):
     assert len(context) == 5
     allowed = {c for chunks in env.data.chunks[task.inputs["case"]].values() for c in chunks}
     assert set(context) <= allowed
+
+
+def test_live_form_routes_subtasks_and_agents_read_only_their_own_chunks(tokenizer):
+    env = GdprEnv(GdprEnvConfig(system="live", max_subtasks=2, format_weight=0.2))
+    assert env.roles == ("meta", "facts", "legal_rules", "application", "common_sense")
+    task = env.tasks("train")[0]
+    answers = {"meta": 0}
+
+    def respond(role, messages):
+        if role == "meta":
+            answers["meta"] += 1
+            if answers["meta"] == 1:
+                return "1. F: What happened to the data?\nXX: nonsense\nCS: Was it foreseeable?\nLR: Which article?"
+            return f'{{"rationale": "from the findings", "answer": "{task.gold}"}}'
+        return f"Finding of {role}."
+
+    asked = []
+
+    def teacher(role, messages):
+        asked.append((role, messages))
+        return respond(role, messages)
+
+    trajectory = asyncio.run(env.run_episode(task, ScriptedPolicy(tokenizer, task.id, teacher)))
+    assert [role for role, _ in asked] == ["meta", "facts", "common_sense", "meta"]
+    # XX names no agent, LR is past the limit of two
+    assert trajectory.metrics["invalid_actions"] == 2.0 and trajectory.metrics["subtasks"] == 2.0
+    assert trajectory.metrics["chose_F"] == 1.0 and trajectory.metrics["chose_LR"] == 0.0
+    case = task.inputs["case"]
+    for step, own in zip(trajectory.steps, (("background",), ("inferred alignment",)), strict=True):
+        allowed = {chunk for kind in own for chunk in env.data.chunks[case][kind]}
+        others = {
+            chunk
+            for other_case, kinds in env.data.chunks.items()
+            for kind, chunks in kinds.items()
+            for chunk in chunks
+            if (other_case != case or kind not in own) and chunk not in allowed
+        }
+        assert step["context"] and set(step["context"]) <= allowed
+        message = next(m for r, m in asked if m and step["subtask"] in str(m))
+        assert not any(chunk in message for chunk in others)
+    final = asked[-1][1]
+    assert "Finding of facts." in final and "Finding of common_sense." in final
+    assert trajectory.components == pytest.approx({"correct": 1.0, "format": 0.2})
+
+
+def test_live_form_with_an_unusable_decomposition_still_answers(tokenizer):
+    env = GdprEnv(GdprEnvConfig(system="live", format_weight=1.0))
+    task = env.tasks("train")[0]
+    trajectory, asked = play(env, task, tokenizer, "I am not sure.")
+    assert [role for role, _ in asked] == ["meta", "meta"]
+    assert trajectory.metrics["subtasks"] == 0.0 and trajectory.metrics["invalid_actions"] == 1.0
+    assert trajectory.components == {"correct": 0.0, "format": 0.0}

@@ -167,3 +167,28 @@ def test_any_json_answer_value_never_raises(value, kind):
     parsed = parse_reply(json.dumps({"rationale": value, "answer": value}), kind)
     assert parsed.answer in (None, *LABELS[kind])
     assert isinstance(parsed.rationale, str)
+
+
+def test_subtask_lines_are_read_and_the_rest_counted_invalid():
+    from lexrl.envs.gdpr.parsing import parse_subtasks
+
+    agents = ("F", "LR", "AR", "CS")
+    plan = parse_subtasks(
+        "1. F: What happened?\n- **LR**: Which article?\nhello\ncs - guess\nAR: x\nF: y", agents, 4
+    )
+    assert plan.subtasks == [
+        ("F", "What happened?"),
+        ("LR", "Which article?"),
+        ("CS", "guess"),
+        ("AR", "x"),
+    ]
+    assert plan.invalid == 2  # "hello", and "F: y" past the limit
+    assert parse_subtasks("", agents, 4) == parse_subtasks("<think>F: a</think>", agents, 4)
+
+
+@given(st.text(), st.integers(min_value=1, max_value=6))
+def test_subtask_parsing_never_raises(text, limit):
+    from lexrl.envs.gdpr.parsing import parse_subtasks
+
+    plan = parse_subtasks(text, ("F", "LR", "AR", "CS"), limit)
+    assert len(plan.subtasks) <= limit and plan.invalid >= 0

@@ -33,8 +33,14 @@ from lexrl.envs.gdpr.data import (
     stats,
     to_task,
 )
-from lexrl.envs.gdpr.options import CONFIGURATIONS, FORMS, RETRIEVERS, GdprEnvConfig
-from lexrl.envs.gdpr.parsing import parse_reply
+from lexrl.envs.gdpr.options import (
+    AGENTS,
+    CONFIGURATIONS,
+    RETRIEVERS,
+    ROLE_OF_AGENT,
+    GdprEnvConfig,
+)
+from lexrl.envs.gdpr.parsing import parse_reply, parse_subtasks
 from lexrl.envs.gdpr.report import markdown_table, system_metrics
 from lexrl.retrieval.base import Retriever
 from lexrl.rollout.policy import Policy
@@ -45,21 +51,30 @@ _SYSTEM = re.compile(r"(?P<agents>[A-Z+]+)/(?P<retriever>[a-z0-9]+)/(?P<k>\d+)")
 
 @dataclass(frozen=True)
 class System:
-    """Which agents' chunks are retrieved, by which retriever, how many; `agents` empty: none."""
+    """Which agents' chunks are retrieved, by which retriever, how many (`agents` empty: no
+    context); or the live form."""
 
     agents: tuple[str, ...]
     retriever: str = ""
     k: int = 0
+    live: bool = False
 
     @property
     def name(self) -> str:
+        if self.live:
+            return "live"
         return "none" if not self.agents else f"{'+'.join(self.agents)}/{self.retriever}/{self.k}"
 
 
+LIVE = System(AGENTS, live=True)
+
+
 def parse_system(text: str, key: str) -> System:
-    """`none` or `<configuration>/<retriever>/<k>`; ValueError naming `key` otherwise."""
+    """`none`, `live` or `<configuration>/<retriever>/<k>`; ValueError naming `key` otherwise."""
     if text == "none":
         return System(())
+    if text == "live":
+        return LIVE
     match = _SYSTEM.fullmatch(text)
     if (
         not match
@@ -68,7 +83,7 @@ def parse_system(text: str, key: str) -> System:
         or int(match["k"]) < 1
     ):
         raise ValueError(
-            f"{key}: {text!r} is not `none` or `<configuration>/<retriever>/<k>` with a "
+            f"{key}: {text!r} is not `none`, `live` or `<configuration>/<retriever>/<k>` with a "
             f"configuration of {', '.join(CONFIGURATIONS)}, a retriever of "
             f"{', '.join(RETRIEVERS)} and k >= 1"
         )
@@ -95,23 +110,43 @@ def embedding_model_path(name: str) -> str:
 
 class GdprEnv(Env):
     name = "gdpr"
-    roles = ("meta",)
     reward_components = ("correct", "format")
-    episode_metrics = ("accuracy", "parsed", "context_chunks")
 
     def __init__(self, config: GdprEnvConfig):
-        if config.form not in FORMS:
-            raise ValueError(f"env.gdpr.form: {config.form!r} is not one of {', '.join(FORMS)}")
+        if config.live_retriever not in RETRIEVERS:
+            raise ValueError(
+                f"env.gdpr.live_retriever: {config.live_retriever!r} is not one of "
+                f"{', '.join(RETRIEVERS)}"
+            )
+        if config.max_subtasks < 1 or config.live_k < 1:
+            raise ValueError("env.gdpr.max_subtasks and env.gdpr.live_k must be >= 1")
         self.config = config
         self.system = parse_system(config.system, "env.gdpr.system")
         self.grid = [parse_system(s, "env.gdpr.eval_grid") for s in config.eval_grid]
+        self.roles = ("meta",)
+        self.episode_metrics = ("accuracy", "parsed")
+        if self.system.live:
+            self.roles += tuple(ROLE_OF_AGENT.values())
+            self.episode_metrics += (
+                "subtasks",
+                "invalid_actions",
+                *(f"chose_{agent}" for agent in AGENTS),
+            )
+        else:
+            self.episode_metrics += ("context_chunks",)
         source = str(default_sample()) if config.source == "sample" else config.source
         self.data = load_maslegalbench(source)
         self.source = source
         split = split_by_case(self.data.questions, config.eval_fraction, config.split_seed)
         self.questions = split
         self._tasks = {name: [to_task(q) for q in part] for name, part in split.items()}
-        self.prompt = load_prompt("meta_simulated")
+        self.prompts = {
+            "meta_answer": load_prompt("meta_answer"),
+            "meta_decompose": load_prompt("meta_decompose").format(
+                max_subtasks=config.max_subtasks
+            ),
+            **{role: load_prompt(f"agent_{role}") for role in ROLE_OF_AGENT.values()},
+        }
         self._retrievers: dict[tuple[str, tuple[str, ...], str], tuple[Retriever, list[str]]] = {}
 
     @classmethod
@@ -143,7 +178,7 @@ class GdprEnv(Env):
         return out
 
     def text_corpus(self) -> list[str]:
-        texts = [self.prompt]
+        texts = list(self.prompts.values())
         for task in self._tasks["train"] + self._tasks["test"]:
             texts.append(self.question_text(task))
         for chunks in self.data.chunks.values():
@@ -181,15 +216,21 @@ class GdprEnv(Env):
             self._retrievers[key] = (retriever, chunks)
         return self._retrievers[key]
 
-    def context(self, task: Task, system: System) -> list[str]:
-        """The top-k chunks for the question under `system` (none for `none`)."""
+    def context(self, task: Task, system: System, query: str | None = None) -> list[str]:
+        """The top-k chunks of the active agents of the question's case for `query` (the
+        question by default), best first; none for `none`."""
         if not system.agents:
             return []
         retriever, chunks = self._retriever(task.inputs["case"], system)
         if retriever is None:
             return []
-        hits = retriever.search(self.question_text(task), system.k)
-        return [chunks[hit.doc_index] for hit in hits]
+        found = [
+            hit.doc_index for hit in retriever.search(query or self.question_text(task), system.k)
+        ]
+        # BM25 scores only chunks sharing a word with the query; the rest of the k come in the
+        # case's order, so every system reads k chunks (or all there are).
+        rest = [i for i in range(len(chunks)) if i not in found]
+        return [chunks[i] for i in (found + rest)[: system.k]]
 
     # -- the episode -------------------------------------------------------------------------
 
@@ -210,33 +251,95 @@ class GdprEnv(Env):
 
     async def run_episode(self, task: Task, policy: Policy) -> Trajectory:
         system = parse_system(task.meta["system"], "task.meta.system")
+        if system.live:
+            return await self._live(task, policy)
         context = self.context(task, system)
-        reply = await policy.chat(
+        reply = await self._answer(task, policy, context)
+        parsed = parse_reply(reply, task.inputs["kind"])
+        metrics = {"context_chunks": float(len(context))}
+        outcome = {"context": context}
+        return self._finish(
+            task, policy, system, parsed, [float(parsed.answer is not None)], metrics, outcome
+        )
+
+    async def _answer(self, task: Task, policy: Policy, context: list[str]) -> str:
+        return await policy.chat(
             "meta",
-            self.prompt,
+            self.prompts["meta_answer"],
             self.user_message(task, context),
             temperature=self.config.temperature,
             max_new_tokens=self.config.max_new_tokens,
         )
+
+    async def _live(self, task: Task, policy: Policy) -> Trajectory:
+        """The Meta-LLM decomposes, each chosen agent answers its sub-task from its own chunks
+        of the case, and the Meta-LLM integrates the findings into its answer."""
+        decomposition = await policy.chat(
+            "meta",
+            self.prompts["meta_decompose"],
+            f"Question: {self.question_text(task)}",
+            temperature=self.config.temperature,
+            max_new_tokens=self.config.max_new_tokens,
+        )
+        plan = parse_subtasks(decomposition, AGENTS, self.config.max_subtasks)
+        findings, steps = [], []
+        for agent, subtask in plan.subtasks:
+            own = System((agent,), self.config.live_retriever, self.config.live_k)
+            context = self.context(task, own, query=subtask)
+            role = ROLE_OF_AGENT[agent]
+            finding = await policy.chat(
+                role,
+                self.prompts[role],
+                self.agent_message(subtask, context),
+                temperature=self.config.temperature,
+                max_new_tokens=self.config.agent_max_new_tokens,
+            )
+            findings.append(f"{agent} ({subtask}): {finding.strip()}")
+            steps.append(
+                {"agent": agent, "subtask": subtask, "context": context, "finding": finding}
+            )
+        reply = await self._answer(task, policy, findings)
         parsed = parse_reply(reply, task.inputs["kind"])
+        chosen = {agent for agent, _ in plan.subtasks}
+        metrics = {
+            "subtasks": float(len(plan.subtasks)),
+            "invalid_actions": float(plan.invalid),
+            **{f"chose_{agent}": float(agent in chosen) for agent in AGENTS},
+        }
+        formats = [float(bool(plan.subtasks)), float(parsed.answer is not None)]
+        outcome = {"decomposition": decomposition, "subtasks": steps}
+        return self._finish(task, policy, LIVE, parsed, formats, metrics, outcome, steps)
+
+    def agent_message(self, subtask: str, context: list[str]) -> str:
+        material = "\n\n".join(f"[{i}] {chunk}" for i, chunk in enumerate(context, 1))
+        return f"Material:\n{material or '(none)'}\n\nSub-task: {subtask}"
+
+    def _finish(
+        self,
+        task: Task,
+        policy: Policy,
+        system: System,
+        parsed: Any,
+        formats: list[float],
+        metrics: dict[str, float],
+        outcome: dict[str, Any],
+        steps: list[dict[str, Any]] | None = None,
+    ) -> Trajectory:
+        """Exact match of the parsed answer, plus `format_weight` x the mean of `formats`."""
         correct = float(parsed.answer == task.gold)
         components = {
             "correct": correct,
-            "format": self.config.format_weight * float(parsed.answer is not None),
+            "format": self.config.format_weight * sum(formats) / len(formats),
         }
-        metrics = {
-            "accuracy": correct,
-            "parsed": float(parsed.answer is not None),
-            "context_chunks": float(len(context)),
-        }
+        metrics = {"accuracy": correct, "parsed": float(parsed.answer is not None), **metrics}
         outcome = {
             "system": system.name,
             "answer": parsed.answer,
             "rationale": parsed.rationale,
             "error": parsed.error,
-            "context": context,
+            **outcome,
         }
-        return policy.finish(outcome, components, metrics=metrics)
+        return policy.finish(outcome, components, steps, metrics)
 
     # -- report ------------------------------------------------------------------------------
 

