@@ -147,7 +147,9 @@ class GdprEnv(Env):
             ),
             **{role: load_prompt(f"agent_{role}") for role in ROLE_OF_AGENT.values()},
         }
-        self._retrievers: dict[tuple[str, tuple[str, ...], str], tuple[Retriever, list[str]]] = {}
+        self._retrievers: dict[
+            tuple[str, tuple[str, ...], str], tuple[Retriever | None, list[str]]
+        ] = {}
 
     @classmethod
     def from_config(cls, config: GdprEnvConfig) -> GdprEnv:
