@@ -389,3 +389,11 @@ def test_gdpr_eval_scores_the_grid_and_the_live_form_beside_the_baselines(tmp_pa
     assert list(report["env"]["systems"]) == ["none", "F+LR+AR+CS/bm25/5", "live"]
     assert all(row["n"] == 2 for row in report["env"]["systems"].values())
     assert 0.0 <= report["env"]["baselines"]["prior"] <= 100.0
+
+
+def test_env_stats_take_options_without_a_config_file():
+    result = run_lexrl("envs", "gdpr", "--stats", "--env.gdpr.split_seed", "3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    stats = json.loads(result.stdout)
+    assert stats["questions"] == 132 and stats["yes_no"] + stats["abcd"] == 132
+    assert 0 < stats["random_baseline"] < stats["prior_baseline"] < 1

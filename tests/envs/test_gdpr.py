@@ -201,3 +201,41 @@ def test_live_form_with_an_unusable_decomposition_still_answers(tokenizer):
     assert [role for role, _ in asked] == ["meta", "meta"]
     assert trajectory.metrics["subtasks"] == 0.0 and trajectory.metrics["invalid_actions"] == 1.0
     assert trajectory.components == {"correct": 0.0, "format": 0.0}
+
+
+def test_top_k_fills_up_with_the_cases_chunks_in_order(env):
+    """A query that shares no word with any chunk gets the first k of the active agents'
+    chunks in the case's order: every system reads k chunks, none twice."""
+    task = env.tasks("test")[0]
+    system = parse_system("F+LR+AR+CS/bm25/5", "test")
+    _, chunks = env._retriever(task.inputs["case"], system)
+    assert env.context(task, system, query="zzzqqq xxyyww") == chunks[:5]
+    context = env.context(task, system)
+    assert len(context) == min(5, len(chunks)) == len(set(context))
+
+
+def test_a_grid_lists_each_system_once():
+    for grid in ([], ["none", "none"], ["F/bm25/5", "F/bm25/05"]):
+        with pytest.raises(ValueError, match="env.gdpr.eval_grid"):
+            GdprEnv(GdprEnvConfig(eval_grid=grid))
+
+
+def test_gold_never_reaches_a_prompt_of_the_live_form(tokenizer):
+    env = GdprEnv(GdprEnvConfig(system="live"))
+    task = env.tasks("train")[3]
+    seen = []
+    for gold in task.inputs["options"]:
+        task.gold = gold
+        trajectory, asked = play(
+            env, task, tokenizer, "F: What happened?\nLR: Which rule applies?\nAR: How?"
+        )
+        assert [role for role, _ in asked] == [
+            "meta",
+            "facts",
+            "legal_rules",
+            "application",
+            "meta",
+        ]
+        seen.append([turn.prompt_ids for turn in trajectory.turns])
+    assert all(prompts == seen[0] for prompts in seen)
+    assert trajectory.metrics["calls_F"] == 1.0 and trajectory.metrics["calls_CS"] == 0.0

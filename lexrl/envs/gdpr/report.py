@@ -1,4 +1,4 @@
-"""The GDPR report: accuracy per system (configuration x retriever x k) with percentile-bootstrap
+"""The GDPR report: accuracy per system (configuration x retriever x k, `none`, `live`) with percentile-bootstrap
 95% intervals over episodes (`lexrl.bootstrap.mean_with_ci`), x100, beside both baselines."""
 
 from __future__ import annotations
@@ -8,16 +8,20 @@ from collections.abc import Mapping, Sequence
 from lexrl.bootstrap import format_interval, mean_with_ci
 
 
-def system_metrics(records: Sequence[Mapping], seed: int = 0) -> dict:
+def system_metrics(records: Sequence[Mapping], seed: int = 0, resamples: int = 2000) -> dict:
     """Records `{"correct": 0|1, "parsed": 0|1}` of one system's episodes. `accuracy` counts an
     unparsable reply wrong (papers.md sec. 2); `accuracy_parsed_only` is the official code's
     variant, which drops unparsable replies from the denominator (None when none parsed)."""
     parsed = [r for r in records if r["parsed"]]
     return {
         "n": len(records),
-        "accuracy": mean_with_ci([100.0 * r["correct"] for r in records], seed=seed),
+        "accuracy": mean_with_ci(
+            [100.0 * r["correct"] for r in records], n_resamples=resamples, seed=seed
+        ),
         "accuracy_parsed_only": (
-            mean_with_ci([100.0 * r["correct"] for r in parsed], seed=seed) if parsed else None
+            mean_with_ci([100.0 * r["correct"] for r in parsed], n_resamples=resamples, seed=seed)
+            if parsed
+            else None
         ),
         "parse_rate": 100.0 * len(parsed) / len(records) if records else float("nan"),
     }
@@ -44,7 +48,7 @@ def markdown_table(
     lines.append(f"| always Yes / always B | {questions} | {baselines['prior']:.2f} | | |")
     note = (
         f"{questions} held-out questions; x100, intervals over episodes. A system is "
-        "`<agents>/<retriever>/<k>` (chunks of the active agents of the question's own case) or "
-        "`none` (the question alone)."
+        "`<agents>/<retriever>/<k>` (chunks of the active agents of the question's own case), "
+        "`none` (the question alone) or `live` (the Meta-LLM and its agents, all the policy)."
     )
     return "\n".join(["## GDPR (MASLegalBench)", "", *lines, "", note]) + "\n"
