@@ -5,11 +5,19 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from lexrl.rollout.policy import Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
+
+
+@cache
+def prompt_text(package: str, name: str) -> str:
+    """The text of `prompts/<name>.txt` beside an env's package (`lexrl.envs.lexam`, ...)."""
+    return (resources.files(package) / "prompts" / f"{name}.txt").read_text(encoding="utf-8")
 
 
 @dataclass

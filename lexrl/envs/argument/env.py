@@ -30,7 +30,6 @@ import random
 import re
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from importlib import resources
 from typing import Any
 
 from lexrl.envs.argument.factors import FACTORS
@@ -64,7 +63,7 @@ from lexrl.envs.argument.teacher import (
     teacher_triple_text,
     teacher_verdict,
 )
-from lexrl.envs.base import Env, EnvReport, ReportRequest
+from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
 from lexrl.rewards.judge import JudgeClient, JudgeParseError
 from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
@@ -93,7 +92,7 @@ METRICS = (
 
 
 def load_prompt(name: str) -> str:
-    return resources.files("lexrl.envs.argument").joinpath(f"prompts/{name}.txt").read_text()
+    return prompt_text("lexrl.envs.argument", name)
 
 
 def render_cases(inputs: dict[str, Any]) -> str:

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 from functools import cached_property
-from importlib import resources
 from typing import Any
 
-from lexrl.envs.base import Env, EnvReport, ReportRequest
+from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
 from lexrl.envs.data import DatasetError
 from lexrl.envs.debate.citations import citation_scores, extract_citations
 from lexrl.envs.debate.data import barexam_tasks, lexam_tasks, oab_tasks
@@ -53,9 +52,7 @@ ROLES = ("debater_x", "debater_y", "judge")
 
 
 def load_prompt(name: str) -> str:
-    return (resources.files("lexrl.envs.debate") / "prompts" / f"{name}.txt").read_text(
-        encoding="utf-8"
-    )
+    return prompt_text("lexrl.envs.debate", name)
 
 
 def rubric_score(reply: str) -> float:

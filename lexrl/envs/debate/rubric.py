@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 
+from lexrl.envs.base import prompt_text
 from lexrl.rewards.judge import JudgeParseError, strip_thinking
 
 
@@ -147,11 +146,8 @@ def parse_rubric(reply: str) -> RubricScore:
     return RubricScore(**scores)
 
 
-@cache
 def _prompt(name: str) -> str:
-    return (resources.files("lexrl.envs.debate") / "prompts" / f"{name}.txt").read_text(
-        encoding="utf-8"
-    )
+    return prompt_text("lexrl.envs.debate", name)
 
 
 def rubric_messages(question: str, reference: str, answer: str) -> list[dict[str, str]]:

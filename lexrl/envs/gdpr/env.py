@@ -23,11 +23,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from lexrl.envs.base import Env, EnvReport, ReportRequest
+from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
 from lexrl.envs.gdpr.data import (
     default_sample,
     load_maslegalbench,
@@ -95,9 +94,7 @@ def parse_system(text: str, key: str) -> System:
 
 
 def load_prompt(name: str) -> str:
-    return (resources.files("lexrl.envs.gdpr") / "prompts" / f"{name}.txt").read_text(
-        encoding="utf-8"
-    )
+    return prompt_text("lexrl.envs.gdpr", name)
 
 
 def embedding_model_path(name: str) -> str:

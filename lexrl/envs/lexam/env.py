@@ -15,10 +15,9 @@ from __future__ import annotations
 import dataclasses
 import zlib
 from functools import cached_property
-from importlib import resources
 from typing import Any
 
-from lexrl.envs.base import Env, EnvReport, ReportRequest
+from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
 from lexrl.envs.lexam.data import default_sample, load_lexam, split_by_course, to_task
 from lexrl.envs.lexam.metrics import markdown_breakdown, mcq_metrics, open_metrics
 from lexrl.envs.lexam.options import LexamEnvConfig
@@ -43,9 +42,7 @@ PROMPTS = ("paper", "brief")
 
 
 def load_prompt(name: str) -> str:
-    return (resources.files("lexrl.envs.lexam") / "prompts" / f"{name}.txt").read_text(
-        encoding="utf-8"
-    )
+    return prompt_text("lexrl.envs.lexam", name)
 
 
 class LexamEnv(Env):
