@@ -102,6 +102,11 @@ def test_a_broken_object_still_gives_its_answer_field():
         ("**Final answer:** Yes", "yes_no", "Yes"),
         ("Answer: A at first, but on reflection the answer is D", "abcd", "D"),
         ("<think>Answer: No</think>Answer: Yes", "yes_no", "Yes"),
+        ("No\n\nThe answer is no.", "yes_no", "No"),
+        ("Yes.", "yes_no", "Yes"),
+        (" **no** ", "yes_no", "No"),
+        ("(B)", "abcd", "B"),
+        ("C.", "abcd", "C"),
     ],
 )
 def test_a_stated_answer_without_json(text, kind, answer):
@@ -121,6 +126,11 @@ def test_a_stated_answer_without_json(text, kind, answer):
         ("I cannot tell from the context.", "yes_no", "no JSON object"),
         ("<think>Answer: B, surely", "abcd", "no JSON object"),  # cut off while thinking
         ("", "yes_no", "no JSON object"),
+        ("Yes. No", "yes_no", "no bare label"),
+        ("Yes, no.", "yes_no", "no bare label"),
+        ("A. Articles 5 and 6\nB. Articles 15 and 17", "abcd", "no bare label"),
+        ("c", "abcd", "no bare label"),  # a lower-case letter is a word, not an option
+        ("Yes", "abcd", "no bare label"),
     ],
 )
 def test_replies_without_an_answer_say_why(text, kind, error):

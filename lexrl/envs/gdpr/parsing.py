@@ -12,9 +12,11 @@ sec. 2). `parse_reply` reads, in this order:
    rationale breaks the object but not the answer);
 4. failing that, a stated answer in prose: the last "answer: B", "The answer is (B)", "Final
    answer: Yes". On an A-D question only an upper-case letter counts ("the answer is a breach"
-   names no option).
+   names no option);
+5. failing that, a reply that is nothing but one label: "Yes.", "**No**", "(B)". Small models
+   often answer so; a reply naming two labels ("Yes. No") or listing the options gives none.
 
-Where 3 or 4 gave the answer, the rationale is the whole reply without its thinking. The answer
+Where 3, 4 or 5 gave the answer, the rationale is the whole reply without its thinking. The answer
 value is normalised by `normalise_answer`; a value that names no option of the question's kind (a
 refusal such as "insufficient context", "E" on an A-D question) gives answer None and an `error`
 that says why, and so does a reply with no answer at all. Scoring None as wrong, or dropping it
@@ -54,6 +56,10 @@ _STATED = {
     "abcd": re.compile(
         r"\b(?:final\s+)?answer\b(?:\s+is)?\s*[:=\-]?\s*[(\[]?\s*(?-i:([A-D]))(?!\w)", re.IGNORECASE
     ),
+}
+_BARE = {
+    "yes_no": re.compile(r"[(\[]?\s*(yes|no)\s*[)\]]?\s*[.!]?", re.IGNORECASE),
+    "abcd": re.compile(r"[(\[]?\s*([A-D])\s*[)\]]?\s*[.]?"),
 }
 _ANSWER_FIELD = re.compile(r'"answer"\s*:\s*"((?:[^"\\]|\\.)*)"', re.IGNORECASE | re.DOTALL)
 
@@ -155,7 +161,12 @@ def parse_reply(text: str, kind: str) -> ParsedAnswer:
     stated = _STATED[kind].findall(reply.translate(_DECORATION))
     if stated:
         return _from_value(stated[-1], kind, reply)
-    return ParsedAnswer(None, reply, "no JSON object with an `answer` and no stated answer")
+    bare = _BARE[kind].fullmatch(reply.translate(_DECORATION).strip())
+    if bare:
+        return _from_value(bare.group(1), kind, reply)
+    return ParsedAnswer(
+        None, reply, "no JSON object with an `answer`, no stated answer and no bare label"
+    )
 
 
 _SUBTASK = re.compile(
