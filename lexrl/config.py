@@ -16,6 +16,7 @@ from pathlib import Path
 import draccus
 import yaml
 
+from lexrl.envs import REGISTRY
 from lexrl.envs.argument.options import WORKFLOWS as ARGUMENT_WORKFLOWS
 from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.debate.options import DATASETS as DEBATE_DATASETS
@@ -179,9 +180,31 @@ class GRPOConfig:
 
 
 @dataclass
+class MixMember:
+    """One environment of a task mixture (`env.name: mix`); its options are its own section of
+    `env` (`env.gdpr`, `env.lexam`, ...)."""
+
+    name: str = ""
+    """Registered env name."""
+    weight: float = 1.0
+    """Sampling weight with `env.mix_weighting: given` (normalised over the mixture)."""
+
+
+@dataclass
 class EnvConfig:
     name: str = "statute"
-    """Registered env name (`lexrl envs` lists them)."""
+    """Registered env name (`lexrl envs` lists them), or `mix`: several envs trained as one
+    policy, listed in `mix`."""
+    mix: list[MixMember] = field(default_factory=list)
+    """`name: mix`: the envs of the mixture, each at most once, e.g. `[{name: gdpr, weight: 2},
+    {name: argument}]`. A step draws each of its `grpo.tasks_per_step` tasks from one env with
+    probability `mix_weighting` gives; a group is always one task, so never mixes envs."""
+    mix_weighting: str = "given"
+    """`given`: env e is drawn with probability proportional to `weight_e ** (1 / T)`; `size`:
+    proportional to `n_e ** (1 / T)`, n_e its number of training tasks (T: `mix_temperature`)."""
+    mix_temperature: float = 1.0
+    """T above: 1 keeps the proportions, larger flattens them towards uniform (the temperature
+    sampling of multilingual pre-training, Conneau et al. 2020 with T = 1 / alpha)."""
     statute: StatuteEnvConfig = field(default_factory=StatuteEnvConfig)
     """Options of the `statute` env (`lexrl/envs/statute/options.py`)."""
     lexam: LexamEnvConfig = field(default_factory=LexamEnvConfig)
@@ -297,6 +320,7 @@ _CHOICES = {
     "env.debate.judge_aggregate": ("mean", "min"),
     "env.debate.lexam_config": ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices"),
     "env.gdpr.live_retriever": GDPR_RETRIEVERS,
+    "env.mix_weighting": ("given", "size"),
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }
 
@@ -327,8 +351,9 @@ def validate(config: Config) -> Config:
                 f"`env.debate.eval_systems` has {name!r}; expected some of "
                 f"{', '.join(DEBATE_SYSTEMS)}"
             )
+    env_names = validate_mix(config.env)
     if (
-        config.env.name == "debate"
+        "debate" in env_names
         and config.env.debate.reward_mode == "adversarial"
         and config.grpo.advantages != "role"
     ):
@@ -351,6 +376,31 @@ def validate(config: Config) -> Config:
     if config.grpo.tasks_per_step < 1:
         raise ConfigError("`grpo.tasks_per_step` must be >= 1")
     return config
+
+
+def validate_mix(env: EnvConfig) -> list[str]:
+    """The names of the envs a config trains (one, or the members of a mixture), after checking
+    the mixture's keys."""
+    if env.name != "mix":
+        if env.mix:
+            raise ConfigError(f"`env.mix` is set but `env.name` is {env.name!r}; set it to `mix`")
+        return [env.name]
+    if not env.mix:
+        raise ConfigError("`env.name: mix` needs `env.mix`, a list of `{name, weight}` entries")
+    names = []
+    for index, member in enumerate(env.mix):
+        if member.name not in REGISTRY:
+            raise ConfigError(
+                f"`env.mix[{index}].name` is {member.name!r}; registered: {', '.join(REGISTRY)}"
+            )
+        if member.name in names:
+            raise ConfigError(f"`env.mix[{index}]`: {member.name!r} is listed twice")
+        if not member.weight > 0:
+            raise ConfigError(f"`env.mix[{index}].weight` must be > 0, not {member.weight}")
+        names.append(member.name)
+    if not env.mix_temperature > 0:
+        raise ConfigError(f"`env.mix_temperature` must be > 0, not {env.mix_temperature}")
+    return names
 
 
 def option_names(cls: type = Config, prefix: str = "") -> list[str]:

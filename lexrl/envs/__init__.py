@@ -1,4 +1,5 @@
-"""Environments, registered by name: `make_env(config.env)` builds the configured one."""
+"""Environments, registered by name: `make_env(config.env)` builds the configured one, or the
+mixture of several (`env.name: mix`, `lexrl.envs.mixture`)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,10 @@ REGISTRY: dict[str, tuple[Callable[[EnvConfig], Env], str]] = {
 
 
 def make_env(config: EnvConfig) -> Env:
+    if config.name == "mix":
+        from lexrl.envs.mixture import MixtureEnv
+
+        return MixtureEnv.from_config(config)
     if config.name not in REGISTRY:
         raise ValueError(
             f"unknown env `env.name: {config.name}`; registered: {', '.join(REGISTRY)}"

@@ -20,6 +20,13 @@ def prompt_text(package: str, name: str) -> str:
     return (resources.files(package) / "prompts" / f"{name}.txt").read_text(encoding="utf-8")
 
 
+def task_at(tasks: list[Task], position: int, seed: int) -> Task:
+    """The task at a global data position: a fresh seeded permutation each epoch (resumable)."""
+    epoch, offset = divmod(position, len(tasks))
+    order = random.Random(seed * 1_000_003 + epoch).sample(range(len(tasks)), len(tasks))
+    return tasks[order[offset]]
+
+
 @dataclass
 class ReportRequest:
     """What an evaluation asks of an env's report (set by `lexrl eval` from `eval.*`)."""
@@ -47,8 +54,21 @@ class EnvReport:
     """The same as Markdown tables, printed and appended to `eval_<split>_report.md`."""
 
 
+@dataclass
+class EnvPart:
+    """One env's share of an evaluation or a training step: the env itself, or a member of a
+    mixture with its own tasks and groups, as it made them."""
+
+    name: str
+    env: Env
+    tasks: list[Task]
+    groups: list[Group] | None
+
+
 class Env(ABC):
     name: str
+    headline_metric: str = "reward"
+    """The episode metric that sums the env up in a mixture's report (`lexrl eval`)."""
     roles: tuple[str, ...]
     """Agent roles the policy plays (logged as agent/<role>/...)."""
     reward_components: tuple[str, ...] = ()
@@ -65,6 +85,26 @@ class Env(ABC):
     @abstractmethod
     async def run_episode(self, task: Task, policy: Policy) -> Trajectory:
         """Play every agent through `policy` and return the finished Trajectory."""
+
+    def train_task(
+        self, position: int, positions: dict[str, int], seed: int
+    ) -> tuple[Task, dict[str, int]]:
+        """The training task at global data `position`, and the per-env data positions after
+        it (a mixture's; a single env has none and returns `positions` as it is)."""
+        return task_at(self.tasks("train"), position, seed), positions
+
+    def member_envs(self) -> dict[str, Env]:
+        """The envs of a mixture by name; empty for a single env."""
+        return {}
+
+    def member_of(self, task: Task) -> str:
+        """The name of the env that made `task`: this one, or a mixture's member."""
+        return self.name
+
+    def parts(self, tasks: list[Task], groups: list[Group] | None) -> list[EnvPart]:
+        """`tasks` and their `groups` by the env that made them: this env alone, or each member
+        of a mixture."""
+        return [EnvPart(self.name, self, tasks, groups)]
 
     def teacher(self, task: Task, rng: random.Random) -> Teacher:
         """A scripted stand-in for the policy (warm-start data); envs without one raise."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
+from collections import Counter
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -14,7 +15,7 @@ from transformers import PreTrainedTokenizerBase
 
 from lexrl.bootstrap import mean_with_ci
 from lexrl.config import Config
-from lexrl.envs.base import Env, ReportRequest
+from lexrl.envs.base import Env, EnvReport, ReportRequest
 from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.policy import Policy
@@ -64,9 +65,50 @@ def summary_intervals(groups: list[Group]) -> dict[str, dict[str, float]]:
     return {key: mean_with_ci(means) for key, means in per_task.items()}
 
 
+def env_summaries(
+    env: Env, tasks: list[Task], groups: list[Group]
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """`summarize` and `summary_intervals` of an evaluation; for a mixture, each member env's
+    own under `<env>/` (their rewards and metrics do not average across envs)."""
+    if not env.member_envs():
+        return summarize(groups), summary_intervals(groups)
+    summary: dict[str, float] = {}
+    intervals: dict[str, dict[str, float]] = {}
+    for part in env.parts(tasks, groups):
+        summary.update({f"{part.name}/{k}": v for k, v in summarize(part.groups).items()})
+        intervals.update({f"{part.name}/{k}": v for k, v in summary_intervals(part.groups).items()})
+    return summary, intervals
+
+
+def env_reports(
+    env: Env, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
+) -> dict[str, EnvReport | None]:
+    """Each env's own part of the report (`Env.report`), by env name; a mixture's members each
+    write their files, if any, into a folder named after them."""
+    reports = {}
+    for part in env.parts(tasks, groups):
+        own = request
+        if env.member_envs() and request.out_dir is not None:
+            own = replace(request, out_dir=request.out_dir / part.name)
+            own.out_dir.mkdir(parents=True, exist_ok=True)
+        reports[part.name] = part.env.report(part.tasks, part.groups, own)
+    return reports
+
+
 def eval_tasks(env: Env, config: Config) -> list[Task]:
-    """The tasks of `eval.split`, the first `eval.max_tasks` of them when set."""
-    return env.tasks(config.eval.split)[: config.eval.max_tasks]
+    """The tasks of `eval.split`, the first `eval.max_tasks` of them when set (of each env's, in
+    a mixture)."""
+    tasks = env.tasks(config.eval.split)
+    if config.eval.max_tasks is None:
+        return tasks
+    taken: Counter[str] = Counter()
+    kept = []
+    for task in tasks:
+        member = env.member_of(task)
+        if taken[member] < config.eval.max_tasks:
+            taken[member] += 1
+            kept.append(task)
+    return kept
 
 
 def evaluation_dir(config: Config, checkpoint: str | None, label: str = "") -> Path:
@@ -149,7 +191,8 @@ def evaluate(
     included), `<name>_summary.json` and `<name>_intervals.json`, and the env's own part of the
     report without baselines (`Env.report`) as `<name>_env.json` and `.md`, which it prints."""
     groups = rollout_split(env, backend, tokenizer, config, name)
-    summary, intervals = summarize(groups), summary_intervals(groups)
+    tasks = eval_tasks(env, config)
+    summary, intervals = env_summaries(env, tasks, groups)
     out = Path(out_dir) if out_dir is not None else None
     # The env writes no files of its own here: the before and after evaluations share a folder.
     request = ReportRequest(
@@ -160,7 +203,7 @@ def evaluate(
         config.eval.seed,
         baselines=False,
     )
-    env_report = env.report(eval_tasks(env, config), groups, request)
+    env_report = joined_report(env, env_reports(env, tasks, groups, request))
     if env_report is not None:
         print_markdown(Console(), env_report.markdown)
     if out is not None:
@@ -173,6 +216,19 @@ def evaluate(
             )
             (out / f"{name}_env.md").write_text(env_report.markdown)
     return summary, intervals
+
+
+def joined_report(env: Env, reports: dict[str, EnvReport | None]) -> EnvReport | None:
+    """The env's own report; for a mixture its members' reports in one, the data by env name."""
+    if not env.member_envs():
+        return next(iter(reports.values()))
+    given = {name: report for name, report in reports.items() if report is not None}
+    if not given:
+        return None
+    return EnvReport(
+        {name: report.data for name, report in given.items()},
+        "\n".join(report.markdown for report in given.values()),
+    )
 
 
 def print_summary(
@@ -231,17 +287,19 @@ def evaluation_report(
     console: Console | None = None,
 ) -> Path:
     """The report of one evaluation: the policy's episode means with intervals (when `groups`
-    were rolled out) and the env's own part (`Env.report`: breakdowns, baselines). Prints both
-    and writes `eval_<split>.jsonl` (each task with its trajectories), `eval_<split>_report.json`
-    and `eval_<split>_report.md` into `out_dir`; returns the Markdown file's path."""
+    were rolled out) and the env's own part (`Env.report`: breakdowns, baselines). A mixture's
+    report opens with a table of each env's headline metric (`Env.headline_metric`), then has a
+    section per env with its episode means and its own part. Prints it all and writes
+    `eval_<split>.jsonl` (each task with its trajectories), `eval_<split>_report.json` and
+    `eval_<split>_report.md` into `out_dir`; returns the Markdown file's path."""
     console = console or Console()
     split = config.eval.split
     out_dir.mkdir(parents=True, exist_ok=True)
     request = ReportRequest(
         split, system, out_dir, config.eval.bootstrap_resamples, config.eval.seed
     )
-    env_report = env.report(tasks, groups, request)
-    if groups is None and env_report is None:
+    reports = env_reports(env, tasks, groups, request)
+    if groups is None and all(report is None for report in reports.values()):
         raise SystemExit(f"env {env.name!r} has no baselines: set `eval.policy: true`")
     report: dict = {
         "split": split,
@@ -251,15 +309,52 @@ def evaluation_report(
     }
     markdown = [f"# Evaluation of {system}, {split} split ({len(tasks)} tasks)", ""]
     if groups is not None:
-        summary, intervals = summarize(groups), summary_intervals(groups)
-        report.update(summary=summary, intervals=intervals)
         write_groups(groups, out_dir / f"eval_{split}.jsonl")
-        print_summary({system: summary}, console, {system: intervals})
-        markdown += ["## Episode means", "", markdown_summary(summary, intervals)]
-    report["env"] = env_report.data if env_report is not None else None
-    if env_report is not None:
-        print_markdown(console, env_report.markdown)
-        markdown.append(env_report.markdown)
+    if env.member_envs():
+        report["envs"] = {}
+        headline = [
+            "## Headline",
+            "",
+            "| env | tasks | metric | mean [95% CI] |",
+            "|---|---|---|---|",
+        ]
+        sections = []
+        for part in env.parts(tasks, groups):
+            entry: dict = {"tasks": len(part.tasks), "headline_metric": part.env.headline_metric}
+            sections += [f"## {part.name}", ""]
+            if part.groups is not None:
+                summary, intervals = summarize(part.groups), summary_intervals(part.groups)
+                entry.update(summary=summary, intervals=intervals)
+                metric = part.env.headline_metric
+                value = mean_text(summary.get(metric, float("nan")), intervals.get(metric))
+                headline.append(f"| {part.name} | {len(part.tasks)} | {metric} | {value} |")
+                print_summary(
+                    {f"{part.name}: {system}": summary},
+                    console,
+                    {f"{part.name}: {system}": intervals},
+                )
+                sections += ["### Episode means", "", markdown_summary(summary, intervals)]
+            own = reports[part.name]
+            entry["env"] = own.data if own is not None else None
+            if own is not None:
+                print_markdown(console, own.markdown)
+                sections.append(own.markdown)
+            report["envs"][part.name] = entry
+        if groups is not None:
+            print_markdown(console, "\n".join(headline))
+            markdown += [*headline, ""]
+        markdown += sections
+    else:
+        if groups is not None:
+            summary, intervals = summarize(groups), summary_intervals(groups)
+            report.update(summary=summary, intervals=intervals)
+            print_summary({system: summary}, console, {system: intervals})
+            markdown += ["## Episode means", "", markdown_summary(summary, intervals)]
+        own = reports[env.name]
+        report["env"] = own.data if own is not None else None
+        if own is not None:
+            print_markdown(console, own.markdown)
+            markdown.append(own.markdown)
     (out_dir / f"eval_{split}_report.json").write_text(
         json.dumps(report, indent=2, ensure_ascii=False)
     )

@@ -11,14 +11,20 @@ from lexrl.types import Group
 
 
 def group_advantages(
-    rewards: torch.Tensor, scale: str = "group", eps: float = 1e-4
+    rewards: torch.Tensor,
+    scale: str = "group",
+    eps: float = 1e-4,
+    strata: list[str] | None = None,
 ) -> torch.Tensor:
     """Advantages from rewards of shape [G, K] (G groups of K trajectories) -> [G, K].
 
     A NaN reward marks a failed trajectory (a judge could not score it): means and stds are
     taken over the others and its advantage is 0.
     `group`: (R - group mean) / (group std + eps)  (LegalMALR eq. 6, GRPO).
-    `batch`: (R - group mean) / (std over all G*K rewards + eps)  (Hu et al. 2025, REINFORCE++).
+    `batch`: (R - group mean) / (std over all G*K rewards + eps)  (Hu et al. 2025, REINFORCE++);
+             with `strata` (one label per group: a mixture's env) the std over the rewards of
+             the groups with the same label, so envs with different reward scales each get
+             unit-scale advantages.
     `none`:  R - group mean  (Dr. GRPO, Liu et al. 2025: std scaling up-weights groups whose
              rewards barely differ).
     The std is the population std (unbiased=False), so K = 2 with rewards (0, 1) gives +-1.
@@ -27,8 +33,13 @@ def group_advantages(
     if scale == "group":
         advantages = centered / (centered.square().nanmean(dim=1, keepdim=True).sqrt() + eps)
     elif scale == "batch":
-        valid = rewards[~rewards.isnan()]
-        std = (valid - valid.mean()).square().mean().sqrt() if valid.numel() else valid.sum()
+        labels = strata if strata is not None else [""] * rewards.shape[0]
+        std = torch.zeros(rewards.shape[0], 1, dtype=rewards.dtype)
+        for label in set(labels):
+            rows = torch.tensor([g for g, other in enumerate(labels) if other == label])
+            valid = rewards[rows][~rewards[rows].isnan()]
+            if valid.numel():
+                std[rows] = (valid - valid.mean()).square().mean().sqrt()
         advantages = centered / (std + eps)
     elif scale == "none":
         advantages = centered
@@ -127,6 +138,7 @@ def rows_from_groups(
     trajectory_offset: int = 0,
     advantages: torch.Tensor | None = None,
     per_role: bool = False,
+    strata: list[str] | None = None,
 ) -> list[Row]:
     """Every trainable Turn of every trajectory that did not fail becomes a Row with that
     trajectory's advantage.
@@ -135,15 +147,16 @@ def rows_from_groups(
     planner turns and rewrite turns all carry the same advantage. `advantages` ([len(groups), K],
     e.g. from `split_group_advantages`) replaces the within-group computation. `per_role`: a
     turn instead carries its role's advantage, the role's rewards (`role_rewards`) normalised
-    within the group over the trajectories in which that role acted.
+    within the group over the trajectories in which that role acted. `strata`: one label per
+    group for `batch` scaling (`group_advantages`).
     """
     if not groups:
         return []
     if advantages is None:
         rewards = torch.tensor([group.rewards for group in groups], dtype=torch.float64)
-        advantages = group_advantages(rewards, scale, eps)
+        advantages = group_advantages(rewards, scale, eps, strata)
     by_role = (
-        {role: group_advantages(r, scale, eps) for role, r in role_rewards(groups).items()}
+        {role: group_advantages(r, scale, eps, strata) for role, r in role_rewards(groups).items()}
         if per_role
         else {}
     )

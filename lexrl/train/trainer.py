@@ -15,7 +15,6 @@ Departures from LegalMALR (seed 001): the demo base is warm-started on scripted 
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import tempfile
 import time
@@ -52,13 +51,6 @@ from lexrl.train.learner import Learner, make_accelerator, sum_over_processes
 from lexrl.train.logger import RunLogger, console
 from lexrl.train.warmstart import build_warmstarted_base
 from lexrl.types import Group, Task
-
-
-def task_at(tasks: list[Task], position: int, seed: int) -> Task:
-    """The task at a global data position: a fresh seeded permutation each epoch (resumable)."""
-    epoch, offset = divmod(position, len(tasks))
-    order = random.Random(seed * 1_000_003 + epoch).sample(range(len(tasks)), len(tasks))
-    return tasks[order[offset]]
 
 
 def resolve_base(config: Config, env: Env, accelerator: Accelerator) -> Path | str:
@@ -140,7 +132,16 @@ def sync_adapter(
 
 
 def step_metrics(groups: list[Group], env: Env) -> dict[str, float]:
-    """Sums (not means) of this process's episode statistics, reduced across processes later."""
+    """Sums (not means) of this process's episode statistics, reduced across processes later;
+    for a mixture also each member env's own, under `<env>/`."""
+    sums = _episode_sums(groups)
+    if env.member_envs():
+        for part in env.parts([group.task for group in groups], groups):
+            sums.update({f"{part.name}/{k}": v for k, v in _episode_sums(part.groups).items()})
+    return sums
+
+
+def _episode_sums(groups: list[Group]) -> dict[str, float]:
     trajectories = [t for g in groups for t in g.trajectories]
     sums: Counter[str] = Counter()
     sums["count/episodes"] = len(trajectories)
@@ -173,12 +174,32 @@ def step_metrics(groups: list[Group], env: Env) -> dict[str, float]:
 
 
 def reduce_metric_sums(
-    sums: dict[str, float], keys: list[str], accelerator: Accelerator
+    sums: dict[str, float],
+    keys: list[str],
+    accelerator: Accelerator,
+    members: list[str] | None = None,
 ) -> dict[str, float]:
-    """Sum over processes, then turn sums into means: per scored episode (rewards, env metrics,
-    planner actions; a failed episode is counted in `judge/failed` instead), per episode
-    (turns), per group (reward std), per turn (`agent/<role>/tokens`)."""
+    """Sum over processes, then turn sums into means (`metric_means`), for the whole step and,
+    for a mixture of the envs `members`, for each that had episodes in it (`<env>/...`)."""
     totals = sum_over_processes({k: float(sums.get(k, 0.0)) for k in keys}, accelerator)
+    prefixes = [f"{name}/" for name in members or []]
+    by_prefix: dict[str, dict[str, float]] = {prefix: {} for prefix in ["", *prefixes]}
+    for key, value in totals.items():
+        prefix = next((p for p in prefixes if key.startswith(p)), "")
+        by_prefix[prefix][key[len(prefix) :]] = value
+    out = {}
+    for prefix, part in by_prefix.items():
+        if prefix and not part["count/episodes"]:
+            continue
+        out.update({prefix + key: value for key, value in metric_means(part).items()})
+    return out
+
+
+def metric_means(totals: dict[str, float]) -> dict[str, float]:
+    """Means from summed statistics: per scored episode (rewards, env metrics, planner actions;
+    a failed episode is counted in `judge/failed` instead), per episode (turns), per group
+    (reward std), per turn (`agent/<role>/tokens`)."""
+    totals = dict(totals)
     episodes = max(totals.pop("count/episodes"), 1.0)
     scored = max(episodes - totals["judge/failed"], 1.0)
     groups = max(totals.pop("count/groups"), 1.0)
@@ -202,6 +223,19 @@ def reduce_metric_sums(
 
 
 def metric_keys(env: Env) -> list[str]:
+    """The summed statistics of a step (`step_metrics`): the reward, its components, the env
+    metrics and each role's numbers; for a mixture the step's totals and each member's keys
+    under `<env>/`."""
+    members = env.member_envs()
+    if members:
+        keys = metric_keys_of(None)
+        for name, member in members.items():
+            keys += [f"{name}/{key}" for key in metric_keys_of(member)]
+        return keys
+    return metric_keys_of(env)
+
+
+def metric_keys_of(env: Env | None) -> list[str]:
     keys = [
         "count/episodes",
         "count/groups",
@@ -210,6 +244,8 @@ def metric_keys(env: Env) -> list[str]:
         "perf/tokens_generated",
         "judge/failed",
     ]
+    if env is None:
+        return keys
     keys += [f"reward/{c}" for c in getattr(env, "reward_components", ())]
     keys += [f"env/{m}" for m in getattr(env, "episode_metrics", ())]
     keys += [f"agent/planner/action/{a}" for a in getattr(env, "actions", ())]
@@ -340,13 +376,20 @@ def train(config: Config) -> dict[str, dict[str, float]]:
             print_summary(summaries, console, intervals)
     accelerator.wait_for_everyone()
 
-    train_tasks = env.tasks("train")
     keys = metric_keys(env)
+    state.setdefault("env_positions", {})
 
-    def rollout(position: int) -> tuple[list[Task], list[Group], float]:
-        """This process's share of the step's tasks at data `position`, rolled out."""
+    def draw(position: int, positions: dict[str, int]) -> tuple[list[Task], dict[str, int]]:
+        """The step's tasks at global data `position` and the env data positions after them."""
+        tasks = []
+        for i in range(per_step):
+            task, positions = env.train_task(position + i, positions, config.run.seed)
+            tasks.append(task)
+        return tasks, positions
+
+    def rollout(step_tasks: list[Task]) -> tuple[list[Task], list[Group], float]:
+        """This process's share of the step's tasks, rolled out."""
         rollout_started = time.perf_counter()
-        step_tasks = [task_at(train_tasks, position + i, config.run.seed) for i in range(per_step)]
         mine = [step_tasks[i] for i in shard.tasks]
         groups = run_groups(
             env,
@@ -367,13 +410,15 @@ def train(config: Config) -> dict[str, dict[str, float]]:
     )
     while step < config.run.max_steps:
         started = time.perf_counter()
+        step_tasks, next_positions = draw(state["position"], state["env_positions"])
         if pending is not None:
             mine, groups, rollout_s = pending.result()
         else:
-            mine, groups, rollout_s = rollout(state["position"])
+            mine, groups, rollout_s = rollout(step_tasks)
         pending = None
         if prefetch is not None and step + 1 < config.run.max_steps:
-            pending = prefetch.submit(rollout, state["position"] + per_step)
+            next_tasks, _ = draw(state["position"] + per_step, next_positions)
+            pending = prefetch.submit(rollout, next_tasks)
         offset = accelerator.process_index * len(mine) * shard.samples
         advantages = None
         if split_groups:
@@ -394,6 +439,7 @@ def train(config: Config) -> dict[str, dict[str, float]]:
             offset,
             advantages,
             per_role=config.grpo.advantages == "role",
+            strata=[env.member_of(group.task) for group in groups],
         )
         update_started = time.perf_counter()
         backend.release_memory()
@@ -402,12 +448,15 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         update_s = time.perf_counter() - update_started
         step += 1
         state["position"] += per_step
+        state["env_positions"] = next_positions
         state["adapter_version"] += 1
         sync_s = sync_adapter(
             backend, learner.policy, output_dir, state["adapter_version"], accelerator
         )
 
-        metrics = reduce_metric_sums(step_metrics(groups, env), keys, accelerator)
+        metrics = reduce_metric_sums(
+            step_metrics(groups, env), keys, accelerator, list(env.member_envs())
+        )
         metrics.update(losses)
         metrics.update(
             {

@@ -21,6 +21,51 @@ def test_group_advantages_by_hand():
     )
 
 
+def test_batch_scaling_per_env_divides_by_each_envs_own_std():
+    """A mixture's groups of one env (rewards in [0, 1]) and of another (rewards x10): with
+    strata, each env's advantages are divided by its own batch std and so match in scale."""
+    small = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    rewards = torch.cat([small, small * 10])
+    strata = ["gdpr"] * 3 + ["statute"] * 3
+    advantages = group_advantages(rewards, "batch", eps=0.0, strata=strata)
+    std = small.std(unbiased=False)  # three 1s and three 0s: every deviation is 0.5
+    assert std == 0.5
+    expected = (small - small.mean(dim=1, keepdim=True)) / std
+    assert torch.allclose(advantages[:3], expected) and torch.allclose(advantages[3:], expected)
+    # Without strata the std of all twelve rewards, dominated by the x10 env.
+    pooled = group_advantages(rewards, "batch", eps=0.0)
+    assert pooled[0, 0] < 0.25 < advantages[0, 0]
+
+
+def test_mixture_metrics_are_reported_per_env_for_the_envs_in_the_step():
+    from types import SimpleNamespace
+
+    from lexrl.train.trainer import metric_keys, reduce_metric_sums
+
+    member = SimpleNamespace(
+        roles=("meta",), reward_components=("correct",), episode_metrics=(), member_envs=dict
+    )
+    mixture = SimpleNamespace(member_envs=lambda: {"gdpr": member, "statute": member})
+    keys = metric_keys(mixture)
+    assert "gdpr/reward/correct" in keys and "statute/agent/meta/turns" in keys
+    assert "reward/correct" not in keys, "components are per env, not summed across envs"
+    sums = {
+        "count/episodes": 4.0,
+        "count/groups": 2.0,
+        "reward/total": 1.0,
+        "gdpr/count/episodes": 2.0,
+        "gdpr/count/groups": 1.0,
+        "gdpr/reward/total": 1.0,
+        "gdpr/reward/correct": 1.0,
+        "gdpr/agent/meta/turns": 2.0,
+    }
+    means = reduce_metric_sums(sums, keys, SimpleNamespace(num_processes=1), ["gdpr", "statute"])
+    assert means["reward/total"] == 0.25 and means["gdpr/reward/total"] == 0.5
+    assert means["gdpr/reward/correct"] == 0.5 and means["gdpr/agent/meta/turns"] == 1.0
+    assert means["count/episodes"] == 4 and means["gdpr/count/episodes"] == 2
+    assert not any(key.startswith("statute/") for key in means), "no statute episode this step"
+
+
 def _toy():
     """Two trajectories of one group: traj 0 (reward 1) has two turns, traj 1 (reward 0) one."""
     turns0 = [
@@ -206,7 +251,9 @@ def test_failed_episodes_are_counted_not_averaged():
 
     from lexrl.train.trainer import reduce_metric_sums, step_metrics
 
-    env = SimpleNamespace(roles=("examinee",), reward_components=("score",), episode_metrics=())
+    env = SimpleNamespace(
+        roles=("examinee",), reward_components=("score",), episode_metrics=(), member_envs=dict
+    )
     turns = [Turn("examinee", [1], [5, 6], [-1.5, -0.5], "", 0)]
     group = Group(
         Task("t", {}, None),
@@ -291,7 +338,7 @@ def test_role_rewards_are_logged_per_role():
 
     from lexrl.train.trainer import metric_keys, reduce_metric_sums, step_metrics
 
-    env = SimpleNamespace(roles=("arguer", "analyst"))
+    env = SimpleNamespace(roles=("arguer", "analyst"), member_envs=dict)
     sums = step_metrics([_arguer_analyst_group()], env)
     means = reduce_metric_sums(sums, metric_keys(env), SimpleNamespace(num_processes=1))
     assert means["agent/arguer/reward"] == pytest.approx(0.5)

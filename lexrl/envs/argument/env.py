@@ -161,6 +161,7 @@ class PlyRecord:
 
 class ArgumentEnv(Env):
     name = "argument"
+    headline_metric = "hallucination_accuracy"
 
     def __init__(self, config: ArgumentEnvConfig):
         if config.workflow not in WORKFLOWS:

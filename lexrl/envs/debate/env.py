@@ -97,11 +97,13 @@ class DebateEnv(Env):
         if self.open:
             self.reward_components = ("rubric", "citation_f1")
             self.episode_metrics = ("citation_precision", "citation_recall", "citation_f1")
+            self.headline_metric = "citation_f1"
             if config.rubric_weight:
                 self.episode_metrics = ("rubric", *self.episode_metrics)
         else:
             self.reward_components = ("correct", "format", "invalid")
             self.episode_metrics = ("accuracy", "parsed")
+            self.headline_metric = "accuracy"
             if config.protocol != "single":
                 self.episode_metrics += (
                     "x_accuracy",

@@ -112,6 +112,7 @@ def embedding_model_path(name: str) -> str:
 class GdprEnv(Env):
     name = "gdpr"
     reward_components = ("correct", "format")
+    headline_metric = "accuracy"
 
     def __init__(self, config: GdprEnvConfig):
         if config.live_retriever not in RETRIEVERS:

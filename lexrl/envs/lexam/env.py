@@ -79,6 +79,7 @@ class LexamEnv(Env):
         self.roles = tuple(roles)
         self.reward_components = ("score",) if self.open else ("correct", "format")
         self.episode_metrics = ("score", "judge_calls") if self.open else ("accuracy", "parsed")
+        self.headline_metric = "score" if self.open else "accuracy"
         if not self.open and config.workflow == "draft_review":
             self.episode_metrics += ("draft_accuracy",)
         self.prompts = {

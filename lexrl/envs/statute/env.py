@@ -73,6 +73,7 @@ class StatuteEnv(Env):
     name = "statute"
     roles = ROLES
     reward_components = ("recall", "coverage_gain", "step_penalty", "early_exit")
+    headline_metric = "mas_recall"
     episode_metrics = (
         "mas_recall",
         "mas_hit",

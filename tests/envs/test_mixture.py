@@ -1,0 +1,178 @@
+"""The task mixture (`env.name: mix`): its probabilities, the draw of training tasks and its
+resumption, members that only ever see their own tasks, and the per-env split of an
+evaluation."""
+
+import asyncio
+import random
+from collections import Counter
+
+import pytest
+from transformers import AutoTokenizer
+
+from lexrl.config import ConfigError, EnvConfig, MixMember, load_config
+from lexrl.envs import make_env
+from lexrl.envs.mixture import MixtureEnv, mixture_probabilities
+from lexrl.rollout.policy import ScriptedPolicy
+from lexrl.types import Group
+
+
+def _config(weighting="given", temperature=1.0, weights=(3.0, 1.0, 1.0)):
+    config = EnvConfig(
+        name="mix",
+        mix=[
+            MixMember("statute", weights[0]),
+            MixMember("gdpr", weights[1]),
+            MixMember("argument", weights[2]),
+        ],
+        mix_weighting=weighting,
+        mix_temperature=temperature,
+    )
+    config.gdpr.eval_grid = ["none"]
+    config.gdpr.system = "none"
+    config.argument.test_per_kind = 2
+    return config
+
+
+@pytest.fixture(scope="module")
+def env() -> MixtureEnv:
+    return make_env(_config())
+
+
+def test_probabilities_follow_the_weights_and_the_temperature():
+    assert mixture_probabilities({"a": 3, "b": 1}, 1.0) == pytest.approx({"a": 0.75, "b": 0.25})
+    # T = 2: sqrt(3) : 1.
+    p = mixture_probabilities({"a": 3, "b": 1}, 2.0)
+    assert p["a"] == pytest.approx(3**0.5 / (3**0.5 + 1))
+    assert mixture_probabilities({"a": 100, "b": 1}, 1e6)["a"] == pytest.approx(0.5, abs=1e-4)
+    for bad in ({"a": 0.0}, {}):
+        with pytest.raises(ValueError):
+            mixture_probabilities(bad, 1.0)
+    with pytest.raises(ValueError):
+        mixture_probabilities({"a": 1.0}, 0.0)
+
+
+def test_size_weighting_uses_each_envs_training_tasks():
+    env = make_env(_config("size", temperature=1.0))
+    sizes = {name: len(member.tasks("train")) for name, member in env.members.items()}
+    total = sum(sizes.values())
+    assert env.probabilities == pytest.approx({n: s / total for n, s in sizes.items()})
+
+
+def test_tasks_are_the_members_tasks_under_their_env(env):
+    for split in ("train", "test"):
+        tasks = env.tasks(split)
+        by_member = env.member_tasks(split)
+        assert len(tasks) == sum(len(m.tasks(split)) for m in env.members.values())
+        assert len({t.id for t in tasks}) == len(tasks)
+        for name, member in env.members.items():
+            assert [t.id for t in by_member[name]] == [
+                f"{name}:{t.id}" for t in member.tasks(split)
+            ]
+            assert all(env.member_of(t) == name for t in by_member[name])
+
+
+def test_draws_follow_the_probabilities_and_count_each_envs_position(env):
+    positions: dict[str, int] = {}
+    drawn = Counter()
+    for position in range(3000):
+        task, positions = env.train_task(position, positions, seed=0)
+        drawn[env.member_of(task)] += 1
+    assert positions == dict(drawn)
+    for name, p in env.probabilities.items():
+        assert drawn[name] / 3000 == pytest.approx(p, abs=0.03)
+    # Each env's tasks come in its own seeded order: an epoch visits each of them once.
+    statute = [t.id for t in env.member_tasks("train")["statute"]]
+    positions = {}
+    seen = []
+    position = 0
+    while positions.get("statute", 0) < len(statute):
+        task, positions = env.train_task(position, positions, seed=0)
+        if env.member_of(task) == "statute":
+            seen.append(task.id)
+        position += 1
+    assert sorted(seen) == sorted(statute)
+
+
+def test_a_resumed_draw_goes_on_where_each_env_stopped(env):
+    def run(start, stop, positions):
+        tasks = []
+        for position in range(start, stop):
+            task, positions = env.train_task(position, positions, seed=3)
+            tasks.append(task.id)
+        return tasks, positions
+
+    straight, end = run(0, 40, {})
+    first, middle = run(0, 17, {})
+    rest, resumed_end = run(17, 40, dict(middle))
+    assert first + rest == straight and resumed_end == end
+    # Another seed draws another sequence.
+    other, positions = [], {}
+    for position in range(40):
+        task, positions = env.train_task(position, positions, seed=4)
+        other.append(task.id)
+    assert other != straight
+
+
+def test_a_member_plays_its_own_unchanged_task(env, tiny_model_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    task = env.member_tasks("test")["gdpr"][0]
+
+    def teacher(role, messages):
+        return '{"rationale": "r", "answer": "Yes"}'
+
+    trajectory = asyncio.run(env.run_episode(task, ScriptedPolicy(tokenizer, task.id, teacher)))
+    assert trajectory.task_id == task.id
+    original = env.members["gdpr"].tasks("test")[0]
+    assert original.id == task.id.removeprefix("gdpr:") and "env" not in original.meta
+    assert trajectory.metrics["parsed"] == 1.0
+    format_weight = env.members["gdpr"].config.format_weight
+    assert trajectory.reward == pytest.approx(float(original.gold == "Yes") + format_weight)
+
+
+def test_parts_give_each_member_its_tasks_and_groups_with_original_ids(env):
+    tasks = env.tasks("test")
+    rng = random.Random(0)
+    picked = rng.sample(tasks, 12)
+    groups = [Group(t, []) for t in picked]
+    parts = env.parts(picked, groups)
+    assert sum(len(p.tasks) for p in parts) == 12
+    for part in parts:
+        assert part.env is env.members[part.name]
+        member_ids = {t.id for t in part.env.tasks("test")}
+        assert {t.id for t in part.tasks} <= member_ids
+        assert [g.task.id for g in part.groups] == [t.id for t in part.tasks]
+
+
+def test_warm_start_covers_the_members_with_a_teacher(env):
+    members = {env.member_of(t) for t in env.warmstart_tasks()}
+    assert members == {"statute", "argument"}
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("env:\n  name: mix\n", "needs `env.mix`"),
+        ("env:\n  name: mix\n  mix: [{name: nope}]\n", "`env.mix[0].name` is 'nope'"),
+        ("env:\n  name: mix\n  mix: [{name: gdpr}, {name: gdpr}]\n", "listed twice"),
+        ("env:\n  name: mix\n  mix: [{name: gdpr, weight: 0}]\n", "`env.mix[0].weight`"),
+        ("env:\n  name: gdpr\n  mix: [{name: gdpr}]\n", "set it to `mix`"),
+        ("env:\n  name: mix\n  mix: [{name: gdpr}]\n  mix_temperature: 0\n", "mix_temperature"),
+        ("env:\n  name: mix\n  mix: [{name: gdpr}]\n  mix_weighting: odd\n", "mix_weighting"),
+        (
+            "env:\n  name: mix\n  mix: [{name: debate}]\n  debate: {reward_mode: adversarial}\n",
+            "needs `grpo.advantages: role`",
+        ),
+    ],
+)
+def test_bad_mixtures_are_refused_naming_the_key(tmp_path, yaml_text, message):
+    path = tmp_path / "mix.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_config(path)
+
+
+def test_a_mixture_config_loads(tmp_path):
+    path = tmp_path / "mix.yaml"
+    path.write_text("env:\n  name: mix\n  mix: [{name: gdpr, weight: 2}, {name: argument}]\n")
+    config = load_config(path)
+    assert [(m.name, m.weight) for m in config.env.mix] == [("gdpr", 2.0), ("argument", 1.0)]
