@@ -10,8 +10,11 @@ config error answer at once.
 from __future__ import annotations
 
 import difflib
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import draccus
 import yaml
@@ -85,7 +88,8 @@ class RolloutConfig:
     OpenAI-compatible servers at `vllm_urls`, adapters hot-loaded after each step; start one with
     `lexrl serve`) or `vllm-engine` (vllm.LLM inside each training process)."""
     vllm_urls: list[str] = field(default_factory=lambda: ["http://127.0.0.1:8000"])
-    """`vllm-server`: server base URLs (without /v1); several are replicas sharing the load."""
+    """`vllm-server`: server base URLs (without /v1); several are replicas sharing the load. No
+    credentials or query string in them (refused; lexrl's servers take no key)."""
     vllm_served_model: str = "base"
     """`vllm-server`: the name the server serves the base model under (`lexrl serve`: base)."""
     vllm_max_concurrency: int = 64
@@ -332,8 +336,44 @@ def _lookup(config: Config, dotted: str) -> object:
     return value
 
 
+_VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def _strings(value: object, path: str) -> Iterator[tuple[str, str]]:
+    """Every string in a config tree, lists included, with its dotted path."""
+    if is_dataclass(value):
+        for item in fields(value):
+            yield from _strings(getattr(value, item.name), f"{path}.{item.name}".lstrip("."))
+    elif isinstance(value, list):
+        for index, element in enumerate(value):
+            yield from _strings(element, f"{path}[{index}]")
+    elif isinstance(value, str):
+        yield path, value
+
+
+def check_no_credentials(config: Config) -> None:
+    """Refuse a config that carries a key instead of naming its environment variable: an
+    `*api_key_env` that is no upper-case variable name (an `sk-...` or `hf_...` key is not), or an
+    http(s) URL with `user:password@` or a query string (`?key=...`). The error names the field,
+    never the value, which may be the key."""
+    hint = "put the key in an environment variable and name it in `api_key_env`"
+    for path, value in _strings(config, ""):
+        if path.endswith("api_key_env") and value and not _VARIABLE_NAME.fullmatch(value):
+            raise ConfigError(
+                f"`{path}` must be the NAME of an environment variable (A-Z, 0-9, _), not a key"
+            )
+        if value.startswith(("http://", "https://")):
+            url = urlsplit(value)
+            if url.username is not None or url.password is not None:
+                raise ConfigError(f"`{path}` carries credentials (`user:password@`): {hint}")
+            if url.query:
+                raise ConfigError(f"`{path}` has a query string, where keys travel: {hint}")
+
+
 def validate(config: Config) -> Config:
-    """Check the choices and ranges draccus' type check cannot see."""
+    """Check the choices and ranges draccus' type check cannot see, and that the config carries
+    no credentials (`check_no_credentials`)."""
+    check_no_credentials(config)
     for key, choices in _CHOICES.items():
         value = _lookup(config, key)
         if value not in choices:

@@ -8,7 +8,8 @@ OpenAI-compatible) server holds the 4B retrieval models and every training proce
   Qwen3-Reranker-4B).
 
 `base_url` includes the version prefix (`http://host:8000/v1`). The API key, if any, is read from
-the environment variable named in the config, never from the config itself.
+the environment variable named in the config, never from the config itself, and masked in the
+error messages (`lexrl.secrets`).
 
 Transport retries (connection errors, timeouts, 408/409/429/5xx, exponential backoff from 0.5 s,
 Retry-After honoured) are the `openai` client's, as for the LLM judges: `/embeddings` is its
@@ -18,13 +19,13 @@ embeddings API, and `/rerank`, not an OpenAI route, goes through the same client
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import numpy as np
 import openai
 
 from lexrl.retrieval.dense import TextKind
+from lexrl.secrets import resolve_api_key, scrub
 
 
 class EndpointError(RuntimeError):
@@ -48,22 +49,22 @@ class _Endpoint:
         self.route = route
         self.model = model
         self.max_retries = retries
-        key = os.environ.get(api_key_env, "") if api_key_env else ""
-        # The openai client refuses an empty key; a server without authentication ignores this.
         self.client = openai.OpenAI(
             base_url=base_url,
-            api_key=key or "EMPTY",
+            api_key=resolve_api_key(api_key_env, self.name, required=False),
             timeout=timeout_s,
             max_retries=retries,
         )
 
     def _failure(self, error: openai.APIError) -> EndpointError:
+        # The reply may echo the request's key (an Authorization header shown back in an error);
+        # masked before the cut, which could otherwise leave a key's first characters.
         if isinstance(error, openai.APIStatusError):
-            reply = error.response.text[:200]
+            reply = scrub(error.response.text)[:200]
             return EndpointError(f"{self.url}: HTTP {error.response.status_code}: {reply}")
         attempts = self.max_retries + 1
         return EndpointError(
-            f"{self.url}: {type(error).__name__} after {attempts} attempts: {error}"
+            scrub(f"{self.url}: {type(error).__name__} after {attempts} attempts: {error}")
         )
 
 

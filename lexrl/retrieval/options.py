@@ -19,7 +19,7 @@ class RetrievalConfig:
     random-weight model built offline (tests, CPU demo), or the model name an endpoint serves."""
     dense_endpoint: str = ""
     """OpenAI-compatible base URL (`http://host:8000/v1`) serving `dense_model` on `/embeddings`;
-    empty: run the model in this process."""
+    empty: run the model in this process. No credentials or query string in it (refused)."""
     dense_query_prompt: str = ""
     """Text put before every query, never before a document (Qwen3-Embedding: `Instruct: Given a
     legal question, retrieve the statute articles that apply\nQuery:`)."""
@@ -28,10 +28,11 @@ class RetrievalConfig:
     as a sentence-transformers CrossEncoder / sequence-classification checkpoint), `tiny`, or the
     model name an endpoint serves; empty: no reranker, the first stage's order is kept."""
     reranker_endpoint: str = ""
-    """OpenAI-compatible base URL serving `reranker_model` on `/rerank`; empty: local."""
+    """OpenAI-compatible base URL serving `reranker_model` on `/rerank`; empty: local. No
+    credentials or query string in it (refused)."""
     api_key_env: str = "LEXRL_RETRIEVAL_API_KEY"
-    """Environment variable holding the endpoints' API key (unset: "EMPTY" is sent, which a server
-    without authentication ignores)."""
+    """Name of the environment variable holding the endpoints' API key, never the key (refused);
+    unset: "EMPTY" is sent, which a server without authentication ignores."""
     device: str = ""
     """Torch device of local dense/reranker models; empty: this process's GPU (`cuda:LOCAL_RANK`)
     when there is one, else the CPU. With 8 training processes and 4B retrieval models, serve

@@ -6,8 +6,9 @@ and aggregates the judges (LEXam: the per-item minimum). One retry mechanism for
 the `openai` client's own (connection errors, timeouts, 408/409/429/5xx with exponential backoff
 and Retry-After); on top of it, an unparsable reply is re-asked with the reason. A judge that
 still fails makes the whole sample failed, with score None: callers exclude it from training and
-metrics (`judge/failed`) instead of scoring it 0. Parsed scores are cached on disk, one JSON file
-per key written atomically, so a re-evaluation in another process pays nothing twice.
+metrics (`judge/failed`) instead of scoring it 0; its stored reason is scrubbed of API keys
+(`lexrl.secrets`). Parsed scores are cached on disk, one JSON file per key written atomically,
+so a re-evaluation in another process pays nothing twice.
 
     judges = [JudgeConfig("http://host:8000/v1", "Qwen/Qwen3-32B")]
     client = JudgeClient(judges, cache_dir=".lexrl_cache/judge")
@@ -32,6 +33,7 @@ import httpx
 import openai
 
 from lexrl.rewards.judge_config import JudgeConfig
+from lexrl.secrets import resolve_api_key, scrub
 
 T = TypeVar("T")
 
@@ -123,18 +125,6 @@ def parse_bracket_score_lexam_parity(text: str) -> float:
     return value if 0.0 <= value <= 1.0 else 0.0
 
 
-def resolve_api_key(api_key_env: str, model: str, required: bool = True) -> str:
-    """The key in the environment variable `api_key_env`; `EMPTY` when no variable is named (or,
-    with `required=False`, when it is unset). A named but unset variable is a one-line error."""
-    key = os.environ.get(api_key_env, "") if api_key_env else ""
-    if key:
-        return key
-    if api_key_env and required:
-        raise ValueError(f"{model}: environment variable {api_key_env} (api_key_env) is not set")
-    # The openai client refuses an empty key; servers without authentication ignore this one.
-    return "EMPTY"
-
-
 def make_async_client(
     base_url: str,
     api_key: str,
@@ -181,11 +171,12 @@ async def ask_until_parsed(
             )
             reply = completion.choices[0].message.content or ""
         except openai.APIError as error:
-            failure = f"{type(error).__name__}: {error}"
+            # The message may carry the server's error body, which can echo the request's key.
+            failure = scrub(f"{type(error).__name__}: {error}")
             return Exchange(messages, replies, None, failure, attempt + 1)
         except (AttributeError, IndexError, TypeError) as error:
             # Some APIs answer 200 with no choices (a content filter) or another shape.
-            failure = f"malformed completion ({error!r})"
+            failure = scrub(f"malformed completion ({error!r})")
             return Exchange(messages, replies, None, failure, attempt + 1)
         replies.append(reply)
         try:

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 @dataclass
 class JudgeConfig:
     base_url: str
-    """OpenAI-compatible base URL with its version prefix (`http://host:8000/v1`)."""
+    """OpenAI-compatible base URL with its version prefix (`http://host:8000/v1`); a URL with
+    credentials (`user:key@`) or a query string is refused: the key goes in `api_key_env`."""
     model: str
     """Model name the endpoint serves; also part of the cache key."""
     api_key_env: str = ""
-    """Name of the environment variable holding the API key (never the key itself); empty: no
-    key, `EMPTY` is sent (a vLLM server started without `--api-key`)."""
+    """Name of the environment variable holding the API key (never the key itself: a value that
+    is no upper-case variable name is refused); empty: no key, `EMPTY` is sent (a vLLM server
+    started without `--api-key`). The key is masked in every stored failure message."""
     temperature: float = 0.0
     """Sampling temperature (LEXam judges at 0)."""
     max_tokens: int = 512

@@ -2,7 +2,8 @@
 
 Keys are namespaced (`reward/<component>`, `env/<metric>`, `agent/<role>/...`, `loss/...`,
 `perf/...`). W&B runs offline unless WANDB_API_KEY is set (`logging.wandb_mode: auto`); if W&B
-cannot start or log, the run goes on with the local files and says so once.
+cannot start or log, the run goes on with the local files and says so once (W&B's message
+scrubbed of API keys, `lexrl.secrets`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rich.console import Console
 from tqdm.auto import tqdm
 
 from lexrl.config import Config, LoggingConfig
+from lexrl.secrets import scrub
 
 console = Console(stderr=True)
 
@@ -61,7 +63,7 @@ class RunLogger:
                 config=json.loads(json.dumps(_as_dict(config), default=str)),
             )
         except Exception as error:  # noqa: BLE001 - W&B trouble must not stop training
-            warnings.warn(f"W&B disabled for this run: {error}", stacklevel=2)
+            warnings.warn(scrub(f"W&B disabled for this run: {error}"), stacklevel=2)
             self._wandb = None
 
     def truncate_after(self, step: int) -> None:
@@ -108,7 +110,7 @@ class RunLogger:
                 )
                 self._wandb_call("log", {"samples": table}, step=step)
             except Exception as error:  # noqa: BLE001
-                warnings.warn(f"W&B sample table not logged: {error}", stacklevel=2)
+                warnings.warn(scrub(f"W&B sample table not logged: {error}"), stacklevel=2)
 
     def _wandb_call(self, method: str, *args: Any, **kwargs: Any) -> None:
         if self._wandb is None:
@@ -116,7 +118,7 @@ class RunLogger:
         try:
             getattr(self._wandb, method)(*args, **kwargs)
         except Exception as error:  # noqa: BLE001
-            warnings.warn(f"W&B stopped logging: {error}", stacklevel=2)
+            warnings.warn(scrub(f"W&B stopped logging: {error}"), stacklevel=2)
             self._wandb = None
 
     def finish(self) -> None:

@@ -22,12 +22,8 @@ import httpx
 import openai
 
 from lexrl.envs.statute.options import FinalRerankerConfig
-from lexrl.rewards.judge import (
-    JudgeParseError,
-    ask_until_parsed,
-    make_async_client,
-    resolve_api_key,
-)
+from lexrl.rewards.judge import JudgeParseError, ask_until_parsed, make_async_client
+from lexrl.secrets import resolve_api_key
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 REASK = 'That reply was refused ({}). Answer with JSON only: {{"indices": [...]}}'

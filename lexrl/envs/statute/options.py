@@ -17,10 +17,11 @@ class FinalRerankerConfig:
     sec. 3.4 uses Qwen-Max); empty: the pool order is the final ranking."""
     base_url: str = ""
     """OpenAI-compatible base URL with its version prefix (`http://host:8000/v1`, or DashScope's
-    `https://dashscope.aliyuncs.com/compatible-mode/v1` for Qwen-Max)."""
+    `https://dashscope.aliyuncs.com/compatible-mode/v1` for Qwen-Max); no credentials or query
+    string in it (refused): the key goes in `api_key_env`."""
     api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the API key (unset: "EMPTY" is sent, which a server without
-    authentication ignores)."""
+    """Name of the environment variable holding the API key, never the key (refused); unset:
+    "EMPTY" is sent, which a server without authentication ignores."""
     top_k: int = 10
     """Candidates the model selects (LegalMALR: the end-to-end top-10)."""
     max_candidates: int = 30
