@@ -1,4 +1,4 @@
-"""`lexrl train | eval | rollout | index | serve | envs`.
+"""`lexrl train | eval | compare | rollout | index | serve | envs`.
 
 Every command takes a YAML config and `--section.key value` overrides, parsed and validated
 before torch is imported, so `--help` and config errors answer at once.
@@ -31,6 +31,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="checkpoint folder (…/checkpoints/step-N); omit for the base",
     )
+    compare = commands.add_parser(
+        "compare", help="two evaluation reports side by side, differences and interval overlap"
+    )
+    compare.add_argument("a", help="report JSON, or a folder holding one (evaluation or run)")
+    compare.add_argument("b", help="the report compared with A")
+    compare.add_argument("--out", default=None, help="also write the Markdown to this file")
     rollout = commands.add_parser(
         "rollout", help="dump trajectories as JSONL for reading", add_help=False
     )
@@ -182,6 +188,22 @@ def _run(argv: list[str] | None) -> None:
         for name, (_, description) in REGISTRY.items():
             if args.name in (None, name):
                 print(f"{name:10s} {description}")
+        return
+    if args.command == "compare":
+        from lexrl.eval.compare import compare_reports
+
+        if overrides:
+            print(f"compare: unknown arguments {' '.join(overrides)}", file=sys.stderr)
+            raise SystemExit(2)
+
+        try:
+            markdown = compare_reports(args.a, args.b)
+        except (OSError, ValueError) as error:
+            print(f"compare: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
+        print(markdown)
+        if args.out:
+            Path(args.out).write_text(markdown, encoding="utf-8")
         return
     config = _load(args.config, overrides)
     if args.command == "train":
