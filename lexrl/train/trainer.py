@@ -33,6 +33,7 @@ from lexrl.config import Config, save_config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env
 from lexrl.eval.evaluate import evaluate, print_summary
+from lexrl.eval.plots import plot_before_after
 from lexrl.models import (
     SMOLLM2,
     add_lora,
@@ -274,7 +275,12 @@ def sample_rows(groups: list[Group], tokenizer: PreTrainedTokenizerBase) -> list
     return rows
 
 
-def plot_learning_curve(output_dir: Path, summaries: dict[str, dict[str, float]]) -> Path:
+def plot_learning_curve(
+    output_dir: Path, summaries: dict[str, dict[str, float]], members: list[str] | None = None
+) -> Path:
+    """The training reward (and, for a mixture, each env's of `members`) by step, with the
+    statute env's MAS recall before and after when there is one."""
+    members = members or []
     import matplotlib
 
     matplotlib.use("Agg")
@@ -287,9 +293,12 @@ def plot_learning_curve(output_dir: Path, summaries: dict[str, dict[str, float]]
     ]
     steps = [r["step"] for r in records]
     figure, axis = plt.subplots(figsize=(7, 4))
-    for key, label in (("reward/total", "train reward"), ("env/mas_recall", "train MAS recall")):
-        if records and key in records[0]:
-            axis.plot(steps, [r[key] for r in records], label=label)
+    curves = [("reward/total", "train reward"), ("env/mas_recall", "train MAS recall")]
+    curves += [(f"{name}/reward/total", f"train reward, {name}") for name in members]
+    for key, label in curves:
+        if any(key in r for r in records):
+            # A mixture's env is missing from the steps that drew none of its tasks: a gap.
+            axis.plot(steps, [r.get(key, float("nan")) for r in records], label=label)
     for name, style in (("before", ":"), ("after", "--")):
         if name in summaries and "mas_recall" in summaries[name]:
             axis.axhline(
@@ -306,6 +315,26 @@ def plot_learning_curve(output_dir: Path, summaries: dict[str, dict[str, float]]
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
+
+
+def headline_panels(
+    env: Env, intervals: dict[str, dict[str, dict[str, float]]]
+) -> list[tuple[str, str, dict[str, float] | None, dict[str, float] | None]]:
+    """Each env's headline metric (`Env.headline_metric`) before and after, for
+    `plot_before_after`: the env itself, or every member of a mixture (`<env>/<metric>`)."""
+    members = env.member_envs() or {"": env}
+    panels = []
+    for name, member in members.items():
+        key = f"{name}/{member.headline_metric}" if name else member.headline_metric
+        panels.append(
+            (
+                name or env.name,
+                member.headline_metric,
+                intervals.get("before", {}).get(key),
+                intervals.get("after", {}).get(key),
+            )
+        )
+    return panels
 
 
 def train(config: Config) -> dict[str, dict[str, float]]:
@@ -494,8 +523,13 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         )
         print_summary(summaries, console, intervals)
         (output_dir / "eval_summary.json").write_text(json.dumps(summaries, indent=2))
-        curve = plot_learning_curve(output_dir, summaries)
+        curve = plot_learning_curve(output_dir, summaries, list(env.member_envs()))
         console.print(f"learning curve: {curve}")
+        if "before" in intervals:
+            bars = plot_before_after(
+                output_dir / "before_after.png", headline_panels(env, intervals)
+            )
+            console.print(f"before / after: {bars}")
     accelerator.wait_for_everyone()
     logger.finish()
     return summaries

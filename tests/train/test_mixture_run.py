@@ -81,6 +81,7 @@ def test_a_mixture_trains_resumes_and_is_evaluated_per_env(tmp_path, model_cache
         "three steps of three tasks drew no task of some env: change the seed of this test"
     )
 
+    assert (out / "before_after.png").stat().st_size > 0
     summaries = json.loads((out / "eval_summary.json").read_text())
     for when in ("before", "after"):
         for name in ENVS:
