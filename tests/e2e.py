@@ -57,17 +57,32 @@ def write_config(path: Path, cache: str, out: Path, steps: int = 2, evals: bool 
 ZERO2 = Path(__file__).parents[1] / "configs" / "accelerate" / "zero2_8gpu.yaml"
 
 
-def accelerate_command(processes: int, *args: str, config_file: Path | None = None) -> list[str]:
-    """`accelerate launch` of `args` (a script, or `-m module ...`) on CPU processes, fp32."""
+def accelerate_command(
+    processes: int,
+    *args: str,
+    config_file: Path | None = None,
+    machines: int = 1,
+    machine_rank: int = 0,
+    main_process: tuple[str, str] | None = None,
+) -> list[str]:
+    """`accelerate launch` of `args` (a script, or `-m module ...`) on CPU processes, fp32.
+    `processes` counts those of all `machines`; with several, this is the command of machine
+    `machine_rank`, which meets the others at `main_process` (ip, port)."""
     # `--cpu` would pick accelerate's MPI launcher; `--multi_gpu` starts torchrun, and on a machine
     # without CUDA the processes join a gloo process group on the CPU (it needs 2+ processes).
     if config_file is not None:
         launch = ["--config_file", str(config_file)]
     else:
         launch = ["--multi_gpu"] if processes > 1 else []
+    if machines > 1:
+        ip, port = main_process
+        launch += [
+            "--machine_rank", str(machine_rank), "--main_process_ip", ip,
+            "--main_process_port", port, "--rdzv_backend", "static",
+        ]  # fmt: skip
     return [
         sys.executable, "-m", "accelerate.commands.launch", *launch,
-        "--num_processes", str(processes), "--num_machines", "1",
+        "--num_processes", str(processes), "--num_machines", str(machines),
         "--mixed_precision", "no", "--dynamo_backend", "no", *args,
     ]  # fmt: skip
 

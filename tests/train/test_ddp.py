@@ -1,4 +1,5 @@
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -82,3 +83,36 @@ def test_one_task_split_over_two_processes(tmp_path, model_cache):
     assert [r["step"] for r in records] == [1, 2]
     assert [r["count/episodes"] for r in records] == [4, 4], "K = 4 over both processes"
     assert all(r["agent/planner/turns"] >= 1 for r in records)
+
+
+@pytest.mark.slow
+def test_two_machines_make_the_same_update_as_one_process(tiny_model_path, tmp_path):
+    """Two `accelerate launch` commands on localhost, machine ranks 0 and 1 with one process
+    each (torchrun's static rendezvous, gloo), as configs/accelerate/multinode_*.yaml start
+    them on two hosts: the same update as one process."""
+    _launch(1, tiny_model_path, tmp_path / "one.pt", "grpo")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    machines = []
+    for rank in (0, 1):
+        command = accelerate_command(
+            2, str(HERE / "ddp_update.py"), tiny_model_path, str(tmp_path / "two.pt"), "grpo",
+            "uneven", machines=2, machine_rank=rank, main_process=("127.0.0.1", port),
+        )  # fmt: skip
+        machines.append(
+            subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                cwd=REPO,
+            )  # fmt: skip
+        )
+    for machine in machines:
+        _, stderr = machine.communicate(timeout=600)
+        assert machine.returncode == 0, stderr[-3000:]
+    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
+    _same_update(one, two)
