@@ -15,6 +15,10 @@ Transport retries (connection errors, timeouts, 408/409/429/5xx, exponential bac
 Retry-After honoured) are the `openai` client's, as for the LLM judges: `/embeddings` is its
 embeddings API, and `/rerank`, not an OpenAI route, goes through the same client's low-level
 `post`, so both routes share one retry mechanism instead of a second hand-written one.
+
+A server that stays away longer than the retries, or answers what is no reply, raises
+EndpointError, which ends the training step and the run: every episode needs retrieval, so going
+on would train on nothing. The last checkpoint is intact; resume once the server is back.
 """
 
 from __future__ import annotations
@@ -56,6 +60,10 @@ class _Endpoint:
             max_retries=retries,
         )
 
+    def _not_json(self, error: ValueError) -> EndpointError:
+        # A 200 with a body that is no JSON: a proxy's error page, or a connection cut mid-reply.
+        return EndpointError(f"{self.url}: the reply is not JSON ({error})")
+
     def _failure(self, error: openai.APIError) -> EndpointError:
         # The reply may echo the request's key (an Authorization header shown back in an error);
         # masked before the cut, which could otherwise leave a key's first characters.
@@ -96,6 +104,8 @@ class EndpointEncoder(_Endpoint):
                 )
             except openai.APIError as error:
                 raise self._failure(error) from None
+            except ValueError as error:
+                raise self._not_json(error) from None
             try:
                 data = sorted(reply.data, key=lambda item: item.index)
                 vectors = [list(item.embedding) for item in data]
@@ -130,6 +140,8 @@ class EndpointReranker(_Endpoint):
             reply = self.client.post(self.route, cast_to=object, body=payload)
         except openai.APIError as error:
             raise self._failure(error) from None
+        except ValueError as error:
+            raise self._not_json(error) from None
         scores = [float("-inf")] * len(documents)
         try:
             for result in reply["results"]:

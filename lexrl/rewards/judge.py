@@ -4,7 +4,8 @@ scored by a model (LEXam open questions, sec. 4 of the design notes).
 A `JudgeClient` asks every configured judge the same messages, parses each reply into a score,
 and aggregates the judges (LEXam: the per-item minimum). One retry mechanism for the transport,
 the `openai` client's own (connection errors, timeouts, 408/409/429/5xx with exponential backoff
-and Retry-After); on top of it, an unparsable reply is re-asked with the reason. A judge that
+and Retry-After); on top of it, an unparsable reply is re-asked with the reason, and a 200 that
+is no completion (no choices, a body that is not JSON) is asked again. A judge that
 still fails makes the whole sample failed, with score None: callers exclude it from training and
 metrics (`judge/failed`) instead of scoring it 0; its stored reason is scrubbed of API keys
 (`lexrl.secrets`). Parsed scores are cached on disk, one JSON file per key written atomically,
@@ -154,17 +155,20 @@ async def ask_until_parsed(
     reask: Callable[[str], str],
 ) -> Exchange[T]:
     """Ask, parse, and re-ask up to `max_parse_retries` times while `parser` raises
-    JudgeParseError: the refused reply and `reask(reason)` are appended to the conversation.
-    Transport failures left after the client's own retries end the exchange with an error."""
+    JudgeParseError (the refused reply and `reask(reason)` are appended to the conversation) or
+    the answer is a malformed completion (the same conversation is sent again). Transport
+    failures left after the client's own retries end the exchange with an error."""
     replies: list[str] = []
-    reason = ""
+    refused: str | None = None
+    failure = ""
     for attempt in range(max_parse_retries + 1):
-        if attempt:
+        if refused is not None:
             messages = [
                 *messages,
                 {"role": "assistant", "content": replies[-1]},
-                {"role": "user", "content": reask(reason)},
+                {"role": "user", "content": reask(refused)},
             ]
+            refused = None
         try:
             completion = await client.chat.completions.create(
                 model=model, messages=messages, temperature=temperature, max_tokens=max_tokens
@@ -174,17 +178,19 @@ async def ask_until_parsed(
             # The message may carry the server's error body, which can echo the request's key.
             failure = scrub(f"{type(error).__name__}: {error}")
             return Exchange(messages, replies, None, failure, attempt + 1)
-        except (AttributeError, IndexError, TypeError) as error:
-            # Some APIs answer 200 with no choices (a content filter) or another shape.
+        except (AttributeError, IndexError, TypeError, ValueError) as error:
+            # A 200 that is no completion: no choices (a content filter), another shape, or a
+            # body that is not JSON (a proxy's error page, a cut connection). It says nothing
+            # about the judge's answer, and an overloaded server or proxy may recover.
             failure = scrub(f"malformed completion ({error!r})")
-            return Exchange(messages, replies, None, failure, attempt + 1)
+            continue
         replies.append(reply)
         try:
             return Exchange(messages, replies, parser(reply), None, attempt + 1)
         except JudgeParseError as error:
-            reason = str(error)
-    failure = f"unparsable after {len(replies)} replies: {reason}"
-    return Exchange(messages, replies, None, failure, len(replies))
+            refused = str(error)
+            failure = f"unparsable after {len(replies)} replies: {refused}"
+    return Exchange(messages, replies, None, failure, max_parse_retries + 1)
 
 
 class _DiskCache:

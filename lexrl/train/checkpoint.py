@@ -2,12 +2,15 @@
 
 A checkpoint is written into a hidden staging folder and renamed into `checkpoints/step-NNNNNN`
 in one `os.replace`, so a run killed at any moment leaves only complete checkpoints behind.
+A write that fails (a full disk) removes the staging folder and raises, naming the checkpoint and
+the previous one, which is untouched: the run stops rather than train on without a checkpoint.
 Under DeepSpeed ZeRO each process holds a partition of the optimizer state (and of the fp32
 master weights), so each writes its own `optimizer-<rank>.pt`.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -70,22 +73,42 @@ def save_checkpoint(
         staging.mkdir(parents=True)
     accelerator.wait_for_everyone()
     rank = accelerator.process_index
-    torch.save(rng_state(), staging / f"rng-{rank}.pt")
-    if uses_deepspeed(accelerator):
-        torch.save(optimizer.state_dict(), staging / f"optimizer-{rank}.pt")
+    try:
+        torch.save(rng_state(), staging / f"rng-{rank}.pt")
+        if uses_deepspeed(accelerator):
+            torch.save(optimizer.state_dict(), staging / f"optimizer-{rank}.pt")
+        if accelerator.is_main_process:
+            policy.save_pretrained(staging / "adapter")
+            if not uses_deepspeed(accelerator):
+                torch.save(optimizer.state_dict(), staging / "optimizer.pt")
+            torch.save(scheduler.state_dict(), staging / "scheduler.pt")
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            (staging / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2))
+    except OSError as error:
+        # A partial checkpoint would only fill the disk further; the previous one stays usable.
+        shutil.rmtree(staging, ignore_errors=True)
+        raise checkpoint_write_error(error, target, latest_checkpoint(output_dir)) from error
     if accelerator.is_main_process:
-        policy.save_pretrained(staging / "adapter")
-        if not uses_deepspeed(accelerator):
-            torch.save(optimizer.state_dict(), staging / "optimizer.pt")
-        torch.save(scheduler.state_dict(), staging / "scheduler.pt")
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        (staging / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2))
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)
     accelerator.wait_for_everyone()
     return target
+
+
+def checkpoint_write_error(error: OSError, target: Path, previous: Path | None) -> OSError:
+    """The write failure, saying which checkpoint was lost and which one to resume from."""
+    full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+    cause = "the disk is full (no space left on the device)" if full else str(error)
+    remedy = "free space" if full else "fix that"
+    kept = (
+        f"the previous checkpoint {previous} is complete: {remedy}, then resume from it with "
+        "`--run.resume true`"
+        if previous is not None
+        else "there is no previous checkpoint"
+    )
+    return OSError(error.errno, f"checkpoint {target} not written: {cause}; {kept}")
 
 
 def load_adapter_weights(policy: PeftModel, adapter_dir: str | Path) -> None:

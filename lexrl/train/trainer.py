@@ -50,6 +50,7 @@ from lexrl.train.advantages import rows_from_groups, shard_step, split_group_adv
 from lexrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from lexrl.train.learner import Learner, make_accelerator, sum_over_processes
 from lexrl.train.logger import RunLogger, console
+from lexrl.train.preemption import StopRequest
 from lexrl.train.warmstart import build_warmstarted_base
 from lexrl.types import Group, Task
 
@@ -437,6 +438,8 @@ def train(config: Config) -> dict[str, dict[str, float]]:
     bar = tqdm(
         total=config.run.max_steps, initial=step, desc="GRPO steps", unit="step", disable=not main
     )
+    stop = StopRequest()
+    stopping = False
     while step < config.run.max_steps:
         started = time.perf_counter()
         step_tasks, next_positions = draw(state["position"], state["env_positions"])
@@ -503,7 +506,8 @@ def train(config: Config) -> dict[str, dict[str, float]]:
             logger.log(step, metrics)
         if config.logging.samples_every and step % config.logging.samples_every == 0:
             logger.log_samples(step, sample_rows(groups, tokenizer))
-        if step % config.run.save_every == 0 or step == config.run.max_steps:
+        stopping = stop.agreed(accelerator)
+        if step % config.run.save_every == 0 or step == config.run.max_steps or stopping:
             save_checkpoint(
                 output_dir,
                 step,
@@ -513,11 +517,19 @@ def train(config: Config) -> dict[str, dict[str, float]]:
                 {**state},
                 accelerator,
             )
+        if stopping:
+            break
 
     bar.close()
+    stop.restore()
     if prefetch is not None:
         prefetch.shutdown()
-    if config.run.eval_after and main:
+    if stopping and main:
+        console.print(
+            f"stopped by SIGTERM after step {step}, checkpoint written: continue with "
+            "`--run.resume true`"
+        )
+    if config.run.eval_after and main and not stopping:
         summaries["after"], intervals["after"] = evaluate(
             env, backend, tokenizer, config, output_dir, "eval_after"
         )

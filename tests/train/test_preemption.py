@@ -1,0 +1,66 @@
+"""SIGTERM from a cluster scheduler: `lexrl train` finishes its step, checkpoints, exits 0, and
+`--run.resume true` continues with the next step."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from lexrl.train.checkpoint import latest_checkpoint
+from tests.e2e import lexrl_command, run_lexrl, write_config
+
+STEPS = 6
+
+
+def _logged_steps(out) -> list[int]:
+    path = out / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line)["step"] for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_sigterm_checkpoints_exits_0_and_the_run_resumes_without_losing_a_step(
+    tmp_path, model_cache
+):
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "run.yaml", model_cache, out, steps=STEPS, evals=False)
+    # No periodic checkpoint: the one found after the signal can only be the signal's.
+    overrides = ["--run.save_every", "1000"]
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
+    log = tmp_path / "first.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            lexrl_command("train", str(config), *overrides),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    deadline = time.time() + 900
+    while not _logged_steps(out):
+        assert process.poll() is None, log.read_text()[-3000:]
+        assert time.time() < deadline, "no step logged in 15 minutes"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=600) == 0, log.read_text()[-3000:]
+    assert "stopped by SIGTERM" in log.read_text()
+
+    stopped = _logged_steps(out)
+    assert stopped == list(range(1, len(stopped) + 1))
+    assert len(stopped) < STEPS, "the run ended before the signal: nothing was interrupted"
+    checkpoint = latest_checkpoint(out)
+    assert checkpoint is not None, "SIGTERM wrote no checkpoint"
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    assert state["step"] == stopped[-1], "the checkpoint is not the last logged step"
+    assert [p.name for p in (out / "checkpoints").iterdir()] == [checkpoint.name]
+
+    result = run_lexrl("train", str(config), *overrides, "--run.resume", "true")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resumed from" in result.stderr
+    assert _logged_steps(out) == list(range(1, STEPS + 1)), "a step was lost or done twice"
+    final = json.loads((latest_checkpoint(out) / "trainer_state.json").read_text())
+    # The data position counts every step's tasks once (2 tasks per step in the tiny config).
+    assert final["step"] == STEPS and final["position"] == 2 * STEPS
