@@ -277,6 +277,29 @@ def markdown_summary(summary: dict[str, float], intervals: dict[str, dict[str, f
     return "\n".join(lines) + "\n"
 
 
+def _section(
+    groups: list[Group] | None,
+    own: EnvReport | None,
+    label: str,
+    heading: str,
+    console: Console,
+) -> tuple[dict, list[str]]:
+    """One env's part of a report, printed: its episode means with intervals (when `groups`
+    were rolled out) and its own report (`own`), as JSON fields and Markdown lines."""
+    entry: dict = {}
+    lines: list[str] = []
+    if groups is not None:
+        summary, intervals = summarize(groups), summary_intervals(groups)
+        entry.update(summary=summary, intervals=intervals)
+        print_summary({label: summary}, console, {label: intervals})
+        lines += [heading, "", markdown_summary(summary, intervals)]
+    entry["env"] = own.data if own is not None else None
+    if own is not None:
+        print_markdown(console, own.markdown)
+        lines.append(own.markdown)
+    return entry, lines
+
+
 def evaluation_report(
     env: Env,
     tasks: list[Task],
@@ -320,41 +343,33 @@ def evaluation_report(
         ]
         sections = []
         for part in env.parts(tasks, groups):
-            entry: dict = {"tasks": len(part.tasks), "headline_metric": part.env.headline_metric}
-            sections += [f"## {part.name}", ""]
+            metric = part.env.headline_metric
+            entry, lines = _section(
+                part.groups,
+                reports[part.name],
+                f"{part.name}: {system}",
+                "### Episode means",
+                console,
+            )
+            report["envs"][part.name] = {
+                "tasks": len(part.tasks),
+                "headline_metric": metric,
+                **entry,
+            }
             if part.groups is not None:
-                summary, intervals = summarize(part.groups), summary_intervals(part.groups)
-                entry.update(summary=summary, intervals=intervals)
-                metric = part.env.headline_metric
-                value = mean_text(summary.get(metric, float("nan")), intervals.get(metric))
-                headline.append(f"| {part.name} | {len(part.tasks)} | {metric} | {value} |")
-                print_summary(
-                    {f"{part.name}: {system}": summary},
-                    console,
-                    {f"{part.name}: {system}": intervals},
+                value = mean_text(
+                    entry["summary"].get(metric, float("nan")), entry["intervals"].get(metric)
                 )
-                sections += ["### Episode means", "", markdown_summary(summary, intervals)]
-            own = reports[part.name]
-            entry["env"] = own.data if own is not None else None
-            if own is not None:
-                print_markdown(console, own.markdown)
-                sections.append(own.markdown)
-            report["envs"][part.name] = entry
+                headline.append(f"| {part.name} | {len(part.tasks)} | {metric} | {value} |")
+            sections += [f"## {part.name}", "", *lines]
         if groups is not None:
             print_markdown(console, "\n".join(headline))
             markdown += [*headline, ""]
         markdown += sections
     else:
-        if groups is not None:
-            summary, intervals = summarize(groups), summary_intervals(groups)
-            report.update(summary=summary, intervals=intervals)
-            print_summary({system: summary}, console, {system: intervals})
-            markdown += ["## Episode means", "", markdown_summary(summary, intervals)]
-        own = reports[env.name]
-        report["env"] = own.data if own is not None else None
-        if own is not None:
-            print_markdown(console, own.markdown)
-            markdown.append(own.markdown)
+        entry, lines = _section(groups, reports[env.name], system, "## Episode means", console)
+        report.update(entry)
+        markdown += lines
     (out_dir / f"eval_{split}_report.json").write_text(
         json.dumps(report, indent=2, ensure_ascii=False)
     )
