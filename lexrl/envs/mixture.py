@@ -114,14 +114,17 @@ class MixtureEnv(Env):
         return self.members[self.member_of(task)].teacher(self._originals[task.id], rng)
 
     def warmstart_tasks(self) -> list[Task]:
-        """The members' warm-start tasks, of the members with a scripted teacher only (statute,
-        argument): the others are left to GRPO."""
-        return [
-            task
+        """The warm-start tasks of the members with a scripted teacher (statute, argument; the
+        others are left to GRPO), taken from each in turn, the shorter lists cycled, so that
+        the first N tasks the warm-start plays are shared evenly between them."""
+        lists = [
+            self._tagged(name, env.warmstart_tasks())
             for name, env in self.members.items()
             if type(env).teacher is not Env.teacher
-            for task in self._tagged(name, env.warmstart_tasks())
         ]
+        lists = [tasks for tasks in lists if tasks]
+        longest = max((len(tasks) for tasks in lists), default=0)
+        return [tasks[i % len(tasks)] for i in range(longest) for tasks in lists]
 
     def text_corpus(self) -> list[str]:
         return [text for env in self.members.values() for text in env.text_corpus()]
