@@ -96,6 +96,12 @@ class RolloutConfig:
     """`vllm-server`: requests in flight per training process."""
     vllm_timeout_s: float = 600.0
     """`vllm-server`: per-request timeout."""
+    vllm_restart_wait_s: float = 600.0
+    """`vllm-server`: how long to wait for a server that stopped answering (connection refused or
+    reset, timeouts or 5xx after the client's retries: killed, crashed, restarting) to come back.
+    Meanwhile the other replicas take the requests, or the rollout waits; once its `/health`
+    answers, the adapter sampled from is loaded onto it again and the failed requests are
+    re-sent, so no step is lost. 0 fails at once (the run stops with an error naming the URL)."""
     vllm_gpu_memory_utilization: float = 0.3
     """`vllm-engine` and `lexrl serve`: fraction of GPU memory vLLM may take (CPU: its KV cache
     is `VLLM_CPU_KVCACHE_SPACE` GiB instead)."""

@@ -59,8 +59,9 @@ class Backend(Protocol):
         """Make the adapter saved in `adapter_dir` the one sampled from, as `version`."""
         ...
 
-    def use_adapter(self, version: int) -> None:
-        """Sample from `version`, already loaded (by another process of the same run)."""
+    def use_adapter(self, version: int, adapter_dir: Path | None = None) -> None:
+        """Sample from `version`, already loaded (by another process of the same run); a backend
+        that may have to load it again (a restarted vLLM server) finds it in `adapter_dir`."""
         ...
 
     def release_memory(self) -> None:
@@ -252,7 +253,7 @@ class HFBackend(MicroBatchedBackend):
     def load_adapter(self, adapter_dir: Path, version: int) -> None:
         self.use_adapter(version)
 
-    def use_adapter(self, version: int) -> None:
+    def use_adapter(self, version: int, adapter_dir: Path | None = None) -> None:
         self.adapter_version = version
 
     @torch.no_grad()

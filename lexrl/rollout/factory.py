@@ -22,6 +22,7 @@ def make_backend(
             rollout.vllm_served_model,
             rollout.vllm_max_concurrency,
             rollout.vllm_timeout_s,
+            restart_wait_s=rollout.vllm_restart_wait_s,
         )
     if rollout.backend == "vllm-engine":
         from lexrl.rollout.vllm_engine import VLLMEngineBackend

@@ -60,7 +60,7 @@ class VLLMEngineBackend(MicroBatchedBackend):
         self._lora = LoRARequest(adapter_name(version), version, str(Path(adapter_dir).resolve()))
         self.adapter_version = version
 
-    def use_adapter(self, version: int) -> None:
+    def use_adapter(self, version: int, adapter_dir: Path | None = None) -> None:
         raise RuntimeError("vllm-engine: every process loads its adapter (load_adapter)")
 
     def generate_batch(self, prompts: list[list[int]], sampling: Sampling) -> list[Completion]:

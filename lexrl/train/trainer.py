@@ -126,7 +126,7 @@ def sync_adapter(
         backend.load_adapter(target, version)
     accelerator.wait_for_everyone()
     if backend.shared_by_processes and not main:
-        backend.use_adapter(version)
+        backend.use_adapter(version, target)
     if main:
         for old in sorted(folder.glob("v*"))[:-KEEP_ADAPTER_FILES]:
             shutil.rmtree(old, ignore_errors=True)
