@@ -128,8 +128,8 @@ def step_prompts(config: Config, env: Env, tokenizer: PreTrainedTokenizerBase) -
     """The prompts of every step in lexrl's data order (`task_at`), as TRL dataset rows: the chat
     messages the env itself builds, recorded by playing each episode with an empty answer, with
     the env's prompt ids to check TRL's tokenization against, and the reward's inputs."""
+    from lexrl.envs.base import task_at
     from lexrl.rollout.policy import ScriptedPolicy
-    from lexrl.train.trainer import task_at
 
     class MessageRecorder(ScriptedPolicy):
         conversation: list[dict[str, str]]
