@@ -51,6 +51,11 @@ class MixtureEnv(Env):
     def from_config(cls, config: EnvConfig) -> MixtureEnv:
         from lexrl.envs import REGISTRY
 
+        for index, member in enumerate(config.mix):
+            if member.name not in REGISTRY:
+                raise ValueError(
+                    f"`env.mix[{index}].name` is {member.name!r}; registered: {', '.join(REGISTRY)}"
+                )
         members = {m.name: REGISTRY[m.name][0](config) for m in config.mix}
         if config.mix_weighting == "size":
             weights = {name: float(len(env.tasks("train"))) for name, env in members.items()}

@@ -158,7 +158,6 @@ def test_warm_start_covers_the_members_with_a_teacher_in_turn(env):
     ("yaml_text", "message"),
     [
         ("env:\n  name: mix\n", "needs `env.mix`"),
-        ("env:\n  name: mix\n  mix: [{name: nope}]\n", "`env.mix[0].name` is 'nope'"),
         ("env:\n  name: mix\n  mix: [{name: gdpr}, {name: gdpr}]\n", "listed twice"),
         ("env:\n  name: mix\n  mix: [{name: gdpr, weight: 0}]\n", "`env.mix[0].weight`"),
         ("env:\n  name: gdpr\n  mix: [{name: gdpr}]\n", "set it to `mix`"),
@@ -175,6 +174,13 @@ def test_bad_mixtures_are_refused_naming_the_key(tmp_path, yaml_text, message):
     path.write_text(yaml_text)
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load_config(path)
+
+
+def test_an_unregistered_member_is_named():
+    config = _config()
+    config.mix.append(MixMember("nope"))
+    with pytest.raises(ValueError, match=r"`env.mix\[3\].name` is 'nope'; registered: statute"):
+        make_env(config)
 
 
 def test_a_mixture_config_loads(tmp_path):
