@@ -150,19 +150,12 @@ class MixtureEnv(Env):
             mine = [i for i, task in enumerate(tasks) if self.member_of(task) == name]
             if not mine:
                 continue
+            originals = [self._originals[tasks[i].id] for i in mine]
             member_groups = None
             if groups is not None:
                 member_groups = [
-                    Group(
-                        self._originals[groups[i].task.id],
-                        [
-                            replace(t, task_id=self._originals[groups[i].task.id].id)
-                            for t in groups[i].trajectories
-                        ],
-                    )
-                    for i in mine
+                    Group(task, [replace(t, task_id=task.id) for t in groups[i].trajectories])
+                    for task, i in zip(originals, mine, strict=True)
                 ]
-            parts.append(
-                EnvPart(name, env, [self._originals[tasks[i].id] for i in mine], member_groups)
-            )
+            parts.append(EnvPart(name, env, originals, member_groups))
         return parts

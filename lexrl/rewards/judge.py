@@ -33,6 +33,7 @@ from typing import Any, Generic, Literal, TypeVar
 import httpx
 import openai
 
+from lexrl.rewards import reference_judge
 from lexrl.rewards.judge_config import JudgeConfig
 from lexrl.secrets import resolve_api_key, scrub
 
@@ -259,18 +260,26 @@ class JudgeClient:
         self.judges = list(judges)
         self.aggregate = aggregate
         self.cache = _DiskCache(cache_dir) if cache_dir is not None else None
-        self.clients = [
-            make_async_client(
-                judge.base_url,
-                resolve_api_key(judge.api_key_env, f"judge {judge.model}"),
-                judge.timeout_s,
-                judge.max_retries,
-                http_client_factory() if http_client_factory else None,
-            )
-            for judge in self.judges
-        ]
+        self.clients = [self._client(judge, http_client_factory) for judge in self.judges]
         self.semaphores = [asyncio.Semaphore(judge.concurrency) for judge in self.judges]
         self._stats = {"requests": 0, "cache_hits": 0, "parse_retries": 0, "failures": 0}
+
+    @staticmethod
+    def _client(
+        judge: JudgeConfig, http_client_factory: Callable[[], httpx.AsyncClient] | None
+    ) -> openai.AsyncOpenAI:
+        if judge.base_url == reference_judge.BUILTIN_URL:
+            base_url, http_client = reference_judge.served_endpoint()
+            return make_async_client(
+                base_url, "EMPTY", judge.timeout_s, judge.max_retries, http_client
+            )
+        return make_async_client(
+            judge.base_url,
+            resolve_api_key(judge.api_key_env, f"judge {judge.model}"),
+            judge.timeout_s,
+            judge.max_retries,
+            http_client_factory() if http_client_factory else None,
+        )
 
     def stats(self) -> dict[str, int]:
         """Counters since construction: chat `requests` sent (each may hide transport retries),

@@ -10,7 +10,10 @@ from dataclasses import dataclass
 class JudgeConfig:
     base_url: str
     """OpenAI-compatible base URL with its version prefix (`http://host:8000/v1`); a URL with
-    credentials (`user:key@`) or a query string is refused: the key goes in `api_key_env`."""
+    credentials (`user:key@`) or a query string is refused: the key goes in `api_key_env`.
+    `builtin:reference-overlap`: no model but an in-process stand-in for a paid judge, for demos
+    and tests on machines without one: it answers LEXam's judge prompt with the token F1 of the
+    answer against the reference answer as `[[0.xx]]` (`lexrl.rewards.reference_judge`)."""
     model: str
     """Model name the endpoint serves; also part of the cache key."""
     api_key_env: str = ""
