@@ -34,3 +34,44 @@ def test_shrunk_random_model_loads_as_a_policy(tmp_path):
     model, tokenizer = load_base(ModelConfig(), path=out)
     ids = torch.tensor([tokenizer("security deposit")["input_ids"]])
     assert model(ids).logits.shape == (1, ids.shape[1], 6000)
+
+
+def test_seed_spread_compares_the_mean_rise_with_the_spread_of_rises(tmp_path):
+    runs = []
+    # Two envs; the mixture's mean reward rises by 0.25 and 0.45: mean 0.35 > spread 0.2.
+    for name, (a_before, a_after, b_before, b_after) in {
+        "s0": (0.1, 0.5, 1.0, 1.1),
+        "s1": (0.2, 0.9, 1.0, 1.2),
+    }.items():
+        run = tmp_path / name
+        run.mkdir()
+        summaries = {
+            "before": {"a/reward": a_before, "b/reward": b_before, "b/accuracy": 0.5},
+            "after": {"a/reward": a_after, "b/reward": b_after, "b/accuracy": 0.5},
+        }
+        (run / "eval_summary.json").write_text(json.dumps(summaries))
+        runs.append(str(run))
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "seed_spread.py"), *runs, "--metrics", "reward", "accuracy"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = {line.split(" | ")[0].strip("| "): line for line in result.stdout.splitlines()}
+    assert rows["mixture mean reward"].endswith("| +0.350 | 0.200 | yes |")
+    assert "0.550 -> 0.800 (+0.250)" in rows["mixture mean reward"]
+    assert rows["a/reward"].endswith("| +0.550 | 0.300 | yes |")
+    assert rows["b/accuracy"].endswith("| +0.000 | 0.000 | no |")
+    assert "a/accuracy" not in rows
+
+
+def test_seed_spread_needs_the_before_and_after_evaluations(tmp_path):
+    for name in ("s0", "s1"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "s0" / "eval_summary.json").write_text(json.dumps({"after": {"a/reward": 1}}))
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "seed_spread.py"), str(tmp_path / "s0"), str(tmp_path / "s1")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (
+        result.returncode != 0 and "s0/eval_summary.json: no 'before' evaluation" in result.stderr
+    )

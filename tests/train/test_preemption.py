@@ -1,5 +1,6 @@
 """SIGTERM from a cluster scheduler: `lexrl train` finishes its step, checkpoints, exits 0, and
-`--run.resume true` continues with the next step."""
+`--run.resume true` continues with the next step; under `accelerate launch` with 2 processes
+too, the signal reaching every process of the job as Slurm sends it."""
 
 import json
 import os
@@ -10,7 +11,7 @@ import time
 import pytest
 
 from lexrl.train.checkpoint import latest_checkpoint
-from tests.e2e import lexrl_command, run_lexrl, write_config
+from tests.e2e import accelerate_command, lexrl_command, run_lexrl, write_config
 
 STEPS = 6
 
@@ -20,6 +21,33 @@ def _logged_steps(out) -> list[int]:
     if not path.is_file():
         return []
     return [json.loads(line)["step"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def _wait_for_a_step(process: subprocess.Popen, out, log) -> None:
+    deadline = time.time() + 900
+    while not _logged_steps(out):
+        assert process.poll() is None, log.read_text()[-3000:]
+        assert time.time() < deadline, "no step logged in 15 minutes"
+        time.sleep(0.05)
+
+
+def _assert_stopped_at_a_checkpointed_step(out) -> None:
+    """The steps logged so far are 1..n with n < STEPS, and the only checkpoint is step n's."""
+    stopped = _logged_steps(out)
+    assert stopped == list(range(1, len(stopped) + 1))
+    assert len(stopped) < STEPS, "the run ended before the signal: nothing was interrupted"
+    checkpoint = latest_checkpoint(out)
+    assert checkpoint is not None, "SIGTERM wrote no checkpoint"
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    assert state["step"] == stopped[-1], "the checkpoint is not the last logged step"
+    assert [p.name for p in (out / "checkpoints").iterdir()] == [checkpoint.name]
+
+
+def _assert_resumed_every_step_once(out) -> None:
+    assert _logged_steps(out) == list(range(1, STEPS + 1)), "a step was lost or done twice"
+    final = json.loads((latest_checkpoint(out) / "trainer_state.json").read_text())
+    # The data position counts every step's tasks once (2 tasks per step in the tiny config).
+    assert final["step"] == STEPS and final["position"] == 2 * STEPS
 
 
 @pytest.mark.slow
@@ -39,28 +67,56 @@ def test_sigterm_checkpoints_exits_0_and_the_run_resumes_without_losing_a_step(
             stderr=subprocess.STDOUT,
             env=env,
         )
-    deadline = time.time() + 900
-    while not _logged_steps(out):
-        assert process.poll() is None, log.read_text()[-3000:]
-        assert time.time() < deadline, "no step logged in 15 minutes"
-        time.sleep(0.05)
+    _wait_for_a_step(process, out, log)
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=600) == 0, log.read_text()[-3000:]
     assert "stopped by SIGTERM" in log.read_text()
-
-    stopped = _logged_steps(out)
-    assert stopped == list(range(1, len(stopped) + 1))
-    assert len(stopped) < STEPS, "the run ended before the signal: nothing was interrupted"
-    checkpoint = latest_checkpoint(out)
-    assert checkpoint is not None, "SIGTERM wrote no checkpoint"
-    state = json.loads((checkpoint / "trainer_state.json").read_text())
-    assert state["step"] == stopped[-1], "the checkpoint is not the last logged step"
-    assert [p.name for p in (out / "checkpoints").iterdir()] == [checkpoint.name]
+    _assert_stopped_at_a_checkpointed_step(out)
 
     result = run_lexrl("train", str(config), *overrides, "--run.resume", "true")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resumed from" in result.stderr
-    assert _logged_steps(out) == list(range(1, STEPS + 1)), "a step was lost or done twice"
-    final = json.loads((latest_checkpoint(out) / "trainer_state.json").read_text())
-    # The data position counts every step's tasks once (2 tasks per step in the tiny config).
-    assert final["step"] == STEPS and final["position"] == 2 * STEPS
+    _assert_resumed_every_step_once(out)
+
+
+@pytest.mark.slow
+def test_sigterm_to_every_process_of_an_accelerate_launch_checkpoints_and_resumes(
+    tmp_path, model_cache
+):
+    """Slurm's `scancel` and time limit signal every process of the job: the launcher (torch
+    elastic's agent, which forwards SIGTERM to its workers and SIGKILLs them after
+    `TORCH_ELASTIC_SHUTDOWN_TIMEOUT` seconds, 30 by default) and both workers. The workers agree
+    to stop after the same step (an all-reduce of the flag), rank 0 checkpoints, both exit 0."""
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "run.yaml", model_cache, out, steps=STEPS, evals=False)
+    overrides = ["--run.save_every", "1000"]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "HF_HUB_OFFLINE": "1",
+        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "600",
+    }
+    command = accelerate_command(2, "-m", "lexrl.cli", "train", str(config), *overrides)
+    log = tmp_path / "first.log"
+    with log.open("w") as sink:
+        # Its own process group, so the signal goes to the launcher and both workers at once.
+        process = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    _wait_for_a_step(process, out, log)
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=600)
+    text = log.read_text()
+    assert "stopped by SIGTERM" in text, text[-3000:]
+    # torch elastic's words when a worker outlives the shutdown timeout.
+    assert "forcefully exiting via" not in text, text[-3000:]
+    _assert_stopped_at_a_checkpointed_step(out)
+
+    resume = subprocess.run(
+        [*command, "--run.resume", "true"], capture_output=True, text=True, env=env, timeout=900
+    )
+    assert resume.returncode == 0, resume.stderr[-3000:]
+    assert "resumed from" in resume.stderr
+    _assert_resumed_every_step_once(out)
