@@ -35,6 +35,11 @@ def scripted_rows(
 ) -> list[Row]:
     rng = random.Random(seed)
     tasks = env.warmstart_tasks()
+    if not tasks:
+        raise ValueError(
+            f"env {env.name!r} has no tasks its scripted teacher can play: set "
+            "`warmstart.enabled: false`"
+        )
 
     async def play() -> list:
         episodes = []
@@ -46,7 +51,8 @@ def scripted_rows(
 
     rows = []
     for trajectory in asyncio.run(play()):
-        for turn in trajectory.turns:
+        # An endpoint judge's replies are kept as turns too, but they are not the policy's to learn.
+        for turn in (turn for turn in trajectory.turns if turn.trainable):
             rows.append(
                 Row(turn.prompt_ids, turn.completion_ids, turn.logprobs, 1.0, 1.0, 0, turn.role)
             )

@@ -239,3 +239,20 @@ def test_gold_never_reaches_a_prompt_of_the_live_form(tokenizer):
         seen.append([turn.prompt_ids for turn in trajectory.turns])
     assert all(prompts == seen[0] for prompts in seen)
     assert trajectory.metrics["calls_F"] == 1.0 and trajectory.metrics["calls_CS"] == 0.0
+
+
+def test_the_teacher_answers_with_the_gold_label_in_the_prompts_format(tokenizer):
+    env = GdprEnv(GdprEnvConfig(format_weight=0.2))
+    for task in env.tasks("train")[:6]:
+        trajectory = asyncio.run(
+            env.run_episode(task, ScriptedPolicy(tokenizer, task.id, env.teacher(task, None)))
+        )
+        assert trajectory.components == pytest.approx({"correct": 1.0, "format": 0.2})
+        assert trajectory.outcome["answer"] == task.gold
+
+
+def test_the_live_form_has_no_teacher_and_no_warm_start_tasks():
+    env = GdprEnv(GdprEnvConfig(system="live"))
+    assert env.warmstart_tasks() == []
+    with pytest.raises(NotImplementedError, match="live form"):
+        env.teacher(env.tasks("train")[0], None)

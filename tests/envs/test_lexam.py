@@ -159,3 +159,22 @@ def test_the_report_breaks_accuracy_down_and_counts_failed_judgments(tokenizer):
     failed, _ = play(env, task, tokenizer, {"examinee": ["B."], "judge": ["x", "y", "z"]})
     report = env.report([task], [Group(task, [scored, failed])], request).data
     assert report["failed"] == 1 and report["score"]["mean"] == pytest.approx(60.0)
+
+
+@pytest.mark.parametrize("prompt", ["paper", "brief"])
+def test_the_mcq_teacher_answers_the_gold_label_with_the_prompts_marker(tokenizer, prompt):
+    env = LexamEnv(LexamEnvConfig(prompt=prompt, workflow="draft_review"))
+    for task in env.tasks("train")[:5]:
+        policy = ScriptedPolicy(tokenizer, task.id, env.teacher(task, None))
+        trajectory = asyncio.run(env.run_episode(task, policy))
+        assert trajectory.metrics["accuracy"] == 1.0 and trajectory.metrics["parsed"] == 1.0
+        assert trajectory.metrics["draft_accuracy"] == 1.0
+
+
+def test_the_open_teacher_writes_the_reference_and_as_judge_scores_it_1(tokenizer):
+    env = open_env()  # no judges: the policy judges, here the teacher
+    task = env.tasks("train")[0]
+    trajectory = asyncio.run(
+        env.run_episode(task, ScriptedPolicy(tokenizer, task.id, env.teacher(task, None)))
+    )
+    assert trajectory.outcome["answer"] == task.gold and trajectory.reward == 1.0

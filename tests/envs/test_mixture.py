@@ -144,14 +144,23 @@ def test_parts_give_each_member_its_tasks_and_groups_with_original_ids(env):
 
 
 def test_warm_start_covers_the_members_with_a_teacher_in_turn(env):
+    names = ("statute", "gdpr", "argument")
     tasks = env.warmstart_tasks()
-    order = [env.member_of(t) for t in tasks[:6]]
-    assert order == ["statute", "argument"] * 3, "gdpr has no teacher; the others alternate"
-    longest = max(len(env.members[n].warmstart_tasks()) for n in ("statute", "argument"))
-    assert len(tasks) == 2 * longest
-    for name in ("statute", "argument"):
+    assert [env.member_of(t) for t in tasks[:6]] == list(names) * 2
+    longest = max(len(env.members[n].warmstart_tasks()) for n in names)
+    assert len(tasks) == 3 * longest
+    for name in names:
         mine = {t.id for t in tasks if env.member_of(t) == name}
         assert mine == {f"{name}:{t.id}" for t in env.members[name].warmstart_tasks()}
+
+
+def test_a_member_whose_teacher_has_no_tasks_is_left_to_grpo():
+    config = _config()
+    config.gdpr.system = "live"  # the live form's decomposition has no scripted teacher
+    env = make_env(config)
+    assert env.members["gdpr"].warmstart_tasks() == []
+    tasks = env.warmstart_tasks()
+    assert [env.member_of(t) for t in tasks[:4]] == ["statute", "argument"] * 2
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,8 @@ one `lexrl eval` scores the whole grid on the same questions.
 
 from __future__ import annotations
 
+import json
+import random
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -46,7 +48,7 @@ from lexrl.envs.gdpr.options import (
 from lexrl.envs.gdpr.parsing import parse_reply, parse_subtasks
 from lexrl.envs.gdpr.report import markdown_table, system_metrics
 from lexrl.retrieval.base import Retriever
-from lexrl.rollout.policy import Policy
+from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
 _SYSTEM = re.compile(r"(?P<agents>[A-Z+]+)/(?P<retriever>[a-z0-9]+)/(?P<k>\d+)")
@@ -180,6 +182,27 @@ class GdprEnv(Env):
             for task in self._tasks[split]
             for system in systems
         ]
+
+    def teacher(self, task: Task, rng: random.Random) -> Teacher:
+        """The Meta-LLM's answer as its prompt asks for it: a JSON object with a fixed one-line
+        rationale and the gold label. The simulated systems only: the live form's decomposition
+        and agents have no scripted teacher."""
+        if parse_system(task.meta["system"], "task.meta.system").live:
+            raise NotImplementedError("the gdpr env's live form has no scripted teacher")
+        reply = json.dumps(
+            {"rationale": "The context and the question decide it.", "answer": task.gold}
+        )
+
+        def respond(role: str, messages: Messages) -> str:
+            if role != "meta":
+                raise KeyError(f"the gdpr teacher plays the Meta-LLM, not {role!r}")
+            return reply
+
+        return respond
+
+    def warmstart_tasks(self) -> list[Task]:
+        """The training questions, unless the training system is the live form (no teacher)."""
+        return [] if self.system.live else self.tasks("train")
 
     def stats(self) -> dict[str, Any]:
         out = {"source": self.source, **stats(self.data)}

@@ -13,6 +13,7 @@ it out of its group's advantages and the metrics count it as `judge/failed`, nev
 from __future__ import annotations
 
 import dataclasses
+import random
 import zlib
 from functools import cached_property
 from typing import Any
@@ -34,7 +35,7 @@ from lexrl.rewards.judge import (
     parse_bracket_score,
     strip_thinking,
 )
-from lexrl.rollout.policy import Policy
+from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
 WORKFLOWS = ("single", "draft_review")
@@ -183,6 +184,25 @@ class LexamEnv(Env):
         if self.open:
             return await self._judged(task, policy, answer)
         return self._scored_mcq(task, policy, draft, answer)
+
+    def teacher(self, task: Task, rng: random.Random) -> Teacher:
+        """The reference answer, for the examinee and the reviewer alike: an open question's
+        text, an MCQ's gold label in the marker the prompt asks for (`Correct Answer: ###C###`,
+        or `###C###` under `brief`). As the policy's judge (no `judges`) it scores that answer,
+        which is the reference itself, 1.0."""
+        if self.open:
+            answer = task.gold
+        else:
+            label = option_label(task.gold, task.meta["n_options"])
+            marker = f"###{label}###"
+            answer = marker if self.config.prompt == "brief" else f"Correct Answer: {marker}"
+
+        def respond(role: str, messages: Messages) -> str:
+            if role == "judge":
+                return "The answer is the reference answer. The correctness score: [[1.0]]"
+            return answer
+
+        return respond
 
     def demonstration(self, task: Task) -> list[dict[str, str]]:
         """The `brief` prompt's one worked exchange (`prompts/brief_example.txt`, a made-up
