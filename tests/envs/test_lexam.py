@@ -178,3 +178,10 @@ def test_the_open_teacher_writes_the_reference_and_as_judge_scores_it_1(tokenize
         env.run_episode(task, ScriptedPolicy(tokenizer, task.id, env.teacher(task, None)))
     )
     assert trajectory.outcome["answer"] == task.gold and trajectory.reward == 1.0
+
+
+def test_the_open_teacher_cuts_the_reference_to_teacher_max_words(tokenizer):
+    env = open_env(teacher_max_words=5)
+    task = next(t for t in env.tasks("train") if len(t.gold.split()) > 5)
+    answer = env.teacher(task, None)("examinee", [])
+    assert answer.split() == task.gold.split()[:5]

@@ -189,9 +189,10 @@ class LexamEnv(Env):
         """The reference answer, for the examinee and the reviewer alike: an open question's
         text, an MCQ's gold label in the marker the prompt asks for (`Correct Answer: ###C###`,
         or `###C###` under `brief`). As the policy's judge (no `judges`) it scores that answer,
-        which is the reference itself, 1.0."""
+        which is the reference itself, 1.0 (`teacher_max_words` may cut it short)."""
+        cut = self.config.teacher_max_words
         if self.open:
-            answer = task.gold
+            answer = task.gold if cut is None else " ".join(task.gold.split()[:cut])
         else:
             label = option_label(task.gold, task.meta["n_options"])
             marker = f"###{label}###"

@@ -34,6 +34,11 @@ class LexamEnvConfig:
     exchange; for a model too small to follow the paper's prompt, the CPU demo's way in)."""
     max_new_tokens: int | None = None
     """Tokens per answer; None: `rollout.max_new_tokens`."""
+    teacher_max_words: int | None = None
+    """The scripted teacher's open answers (warm-start): the reference answer's first this many
+    words; None: all of it. A reference longer than the answer cap (`max_new_tokens`) teaches
+    text the policy never gets to write, and the longest row sets the length of every padded
+    warm-start batch it lands in."""
     format_weight: float = 0.0
     """Weight of the `format` reward component (1 when a `###X###` answer parses). 0 is the
     paper's reward (accuracy alone); a small model that never writes the marker gets no signal
