@@ -6,6 +6,9 @@
 # Extra arguments go to `lexrl train` (e.g. --run.resume true).
 # Before the first run: bash scripts/prepare_stard.sh && lexrl index configs/stard_mas_grpo.yaml
 set -euo pipefail
+# On SIGTERM the launcher gives its workers this long to finish the step and checkpoint before
+# SIGKILL (torch elastic's default is 30 s, shorter than a step here; docs/faults.md).
+export TORCH_ELASTIC_SHUTDOWN_TIMEOUT="${TORCH_ELASTIC_SHUTDOWN_TIMEOUT:-600}"
 mode="${1:?usage: train_8x4090.sh server|colocate|zero2 [overrides ...]}"
 shift
 config=configs/stard_mas_grpo.yaml

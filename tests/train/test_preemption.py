@@ -109,6 +109,9 @@ def test_sigterm_to_every_process_of_an_accelerate_launch_checkpoints_and_resume
     os.killpg(process.pid, signal.SIGTERM)
     process.wait(timeout=600)
     text = log.read_text()
+    # The workers exit 0; torch elastic's agent then re-raises the signal it got as a
+    # SignalException, so the launcher's own exit code is 1 (docs/faults.md).
+    assert process.returncode == 1 and "SignalException" in text, text[-3000:]
     assert "stopped by SIGTERM" in text, text[-3000:]
     # torch elastic's words when a worker outlives the shutdown timeout.
     assert "forcefully exiting via" not in text, text[-3000:]
