@@ -1,16 +1,17 @@
-"""A stand-in for a paid LLM judge on machines that have none: `base_url: builtin:reference-overlap`.
+"""A stand-in for a paid LLM judge on machines without one: `builtin:reference-overlap`.
 
 LEXam's open questions are judged by GPT-4o, DeepSeek-V3 and Qwen3-32B (papers.md sec. 4), remote
 paid APIs a CPU demo or a test cannot call. The one chat model these machines carry,
-SmolLM2-135M-Instruct, cannot stand in: under the paper's rubric it writes no `[[x]]` at all, and
-few-shot or forced to open `[[`, it scores the reference answer itself 0.0 like every other
-answer (docs/benchmarks.md). So the stand-in is no model: it answers the paper's LEXam judge
-prompt with the token F1 of the model's answer against the reference answer, in the paper's reply
-format but to two decimals (`[[0.34]]`; the paper's judges use steps of 0.1, which would round a
-weak policy's small overlaps all to 0.0 and leave GRPO no signal). It is served in-process behind the OpenAI chat API
-(an httpx transport), so the judge client, its parser, re-asks, cache and failure accounting run
-exactly as against a real endpoint. A prompt without the LEXam blocks gets a reply without a
-score, which the client counts as unparsable, as it would a real judge's.
+SmolLM2-135M-Instruct, cannot stand in: under the paper's prompt or a few-shot one it writes no
+`[[x]]` at all, and made to open `[[` it scores the reference answer itself 0.0
+(`scripts/lexam_judge_probe.py`, docs/benchmarks.md). So the stand-in is no model: it answers
+the paper's LEXam judge prompt with the token F1 of the model's answer against the reference
+answer, in the paper's reply format but to two decimals (`[[0.34]]`; the paper's judges use
+steps of 0.1, which would round a weak policy's small overlaps all to 0.0 and leave GRPO no
+signal). It is served in-process behind the OpenAI chat API (an httpx transport), so the judge
+client, its parser, re-asks, cache and failure accounting run exactly as against a real
+endpoint. A prompt without the LEXam blocks gets a reply without a score, which the client
+counts as unparsable, as it would a real judge's.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ _WORD = re.compile(r"\w+")
 
 def token_f1(answer: str, reference: str) -> float:
     """SQuAD's token F1 (Rajpurkar et al. 2016): the harmonic mean of the precision and recall
-    of the answer's case-folded word tokens (`\\w+`, any script; `ß` folds to `ss`) against the reference's, each
-    token counted as often as it occurs in both. 0.0 when either side has no token."""
+    of the answer's case-folded word tokens (`\\w+`, any script; `ß` folds to `ss`) against the
+    reference's, each token counted as often as it occurs in both. 0.0 when either side has no
+    token."""
     answer_tokens = Counter(_WORD.findall(answer.casefold()))
     reference_tokens = Counter(_WORD.findall(reference.casefold()))
     common = sum((answer_tokens & reference_tokens).values())
