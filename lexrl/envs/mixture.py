@@ -119,9 +119,10 @@ class MixtureEnv(Env):
         return self.members[self.member_of(task)].teacher(self._originals[task.id], rng)
 
     def warmstart_tasks(self) -> list[Task]:
-        """The warm-start tasks of the members with a scripted teacher (statute, argument; the
-        others are left to GRPO), taken from each in turn, the shorter lists cycled, so that
-        the first N tasks the warm-start plays are shared evenly between them."""
+        """The warm-start tasks of the members whose scripted teacher has tasks to play (a
+        member without a teacher, or gdpr's live form, is left to GRPO), taken from each in
+        turn, the shorter lists cycled, so that the first N tasks the warm-start plays are
+        shared evenly between them."""
         lists = [
             self._tagged(name, env.warmstart_tasks())
             for name, env in self.members.items()
