@@ -108,6 +108,10 @@ class RolloutConfig:
     """`vllm-engine` and `lexrl serve`: longest prompt + completion."""
     max_new_tokens: int = 96
     """Completion length cap per LLM call."""
+    ignore_eos: bool = False
+    """Keep sampling past the end-of-sequence token, so every completion is `max_new_tokens`
+    long (vLLM's `ignore_eos`). For benchmarks that must compare systems on equal tokens; the
+    envs then parse text that runs on past the answer."""
     max_batch_size: int = 64
     """Largest padded batch the micro-batcher sends to the model at once."""
     batch_wait_ms: float = 2.0
@@ -175,7 +179,22 @@ class GRPOConfig:
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
     micro_batch_size: int = 8
-    """Training rows per forward/backward; gradients accumulate over the step's rows."""
+    """Training rows per forward/backward; gradients accumulate over the step's rows. Ignored
+    when `micro_batch_tokens` is set."""
+    micro_batch_tokens: int | None = None
+    """Cap on a micro-batch's padded tokens (rows x longest row) instead of a row count: rows are
+    sorted by length and cut greedily, so short rows share a micro-batch and long ones go alone,
+    and padding shrinks (memory follows tokens, not rows). A row longer than the cap trains
+    alone. None: `micro_batch_size` rows, in rollout order."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward instead of keeping them
+    (transformers' checkpointing, non-reentrant): activation memory drops from every layer's to
+    about one layer's plus each layer's input, for one more forward (about 1.3x update time)."""
+    logprob_chunk_tokens: int = 512
+    """Completion positions (over all rows of a micro-batch) projected to the vocabulary at a
+    time when computing log-probs. Each chunk's float32 logits are recomputed in the backward
+    rather than kept, so the projection holds one chunk (chunk x vocab x 4 bytes a copy: 0.3 GB
+    for Qwen3 at 512) instead of the whole micro-batch's. The values do not depend on it."""
     updates_per_batch: int = 1
     """Optimizer updates per rollout batch; above 1 the PPO ratio moves away from 1."""
     importance_sampling: str = "auto"
@@ -420,6 +439,15 @@ def validate(config: Config) -> Config:
         raise ConfigError("`env.statute.retrieval.first_stage` is dense but `dense_model` is empty")
     if config.grpo.tasks_per_step < 1:
         raise ConfigError("`grpo.tasks_per_step` must be >= 1")
+    grpo = config.grpo
+    if grpo.micro_batch_size < 1:
+        raise ConfigError(f"`grpo.micro_batch_size` must be >= 1, not {grpo.micro_batch_size}")
+    if grpo.micro_batch_tokens is not None and grpo.micro_batch_tokens < 1:
+        raise ConfigError(f"`grpo.micro_batch_tokens` must be >= 1, not {grpo.micro_batch_tokens}")
+    if grpo.logprob_chunk_tokens < 1:
+        raise ConfigError(
+            f"`grpo.logprob_chunk_tokens` must be >= 1, not {grpo.logprob_chunk_tokens}"
+        )
     return config
 
 

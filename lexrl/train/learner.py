@@ -22,6 +22,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, InitProcessGroupKwargs
 from peft import PeftModel
+from torch.utils.checkpoint import checkpoint
 from transformers import get_cosine_schedule_with_warmup
 
 from lexrl.config import GRPOConfig
@@ -94,19 +95,96 @@ def pack_rows(rows: Sequence[Row], pad_id: int) -> dict[str, torch.Tensor]:
     }
 
 
-def completion_logprobs(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """[B, T] log-probs of the completion tokens under `model` at each row's temperature."""
+def completion_logprobs(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], chunk_tokens: int = 512
+) -> torch.Tensor:
+    """[B, T] log-probs of the completion tokens under `model` at each row's temperature.
+
+    The decoder runs once; its final hidden states at the T positions that predict completion
+    tokens are projected to the vocabulary `chunk_tokens` positions (over all rows) at a time.
+    With gradients on, each chunk is checkpointed: its [B, t, V] float32 logits are recomputed
+    in the backward instead of kept, so the vocabulary projection never holds more than one
+    chunk. Every position's log-softmax is the same computation as one over the whole batch.
+    """
     completion_width = batch["completion_mask"].shape[1]
-    # Only the positions that predict completion tokens are projected to the vocabulary.
-    logits = model(
-        input_ids=batch["input_ids"],
-        attention_mask=batch["attention_mask"],
-        position_ids=batch["position_ids"],
-        logits_to_keep=completion_width + 1,
-    ).logits[:, :-1]
-    logits = logits.float() / batch["temperatures"].view(-1, 1, 1)
+    decoder, head = _decoder_and_head(model)
+    captured: list[torch.Tensor] = []
+    hook = decoder.register_forward_hook(lambda _m, _i, out: captured.append(out[0]))
+    try:
+        # The model's own logits are cut to one position: the vocabulary projection that
+        # matters happens below, in chunks; the forward still goes through `model` itself, so
+        # DDP and DeepSpeed see it.
+        model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            position_ids=batch["position_ids"],
+            logits_to_keep=1,
+        )
+    finally:
+        hook.remove()
+    hidden = captured[0][:, -completion_width - 1 : -1]  # [B, T, H]
     targets = batch["input_ids"][:, -completion_width:]
+    temperatures = batch["temperatures"].view(-1, 1, 1).to(hidden.device)
+    step = max(1, chunk_tokens // max(hidden.shape[0], 1))
+    pieces = []
+    for start in range(0, completion_width, step):
+        args = (hidden[:, start : start + step], targets[:, start : start + step], temperatures)
+        if torch.is_grad_enabled():
+            pieces.append(checkpoint(_chunk_logprobs, head, *args, use_reentrant=False))
+        else:
+            pieces.append(_chunk_logprobs(head, *args))
+    return torch.cat(pieces, dim=1)
+
+
+def _chunk_logprobs(
+    head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperatures: torch.Tensor
+) -> torch.Tensor:
+    """hidden [B, t, H], targets [B, t], temperatures [B, 1, 1] -> [B, t] log-probs."""
+    logits = head(hidden).float() / temperatures
     return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def _decoder_and_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The decoder stack (its output: final, normed hidden states) and the vocabulary projection
+    of a causal LM, seen through DDP / DeepSpeed (`.module`) and peft wrappers."""
+    inner = getattr(model, "module", model)
+    if isinstance(inner, PeftModel):
+        inner = inner.get_base_model()
+    if getattr(inner.config, "final_logit_softcapping", None):
+        raise ValueError(
+            f"{type(inner).__name__} soft-caps its logits after the vocabulary projection, which "
+            "lexrl's chunked log-probs do not reproduce"
+        )
+    return inner.get_decoder(), inner.get_output_embeddings()
+
+
+def split_micro_batches(
+    rows: Sequence[Row], max_rows: int, max_tokens: int | None = None
+) -> list[list[Row]]:
+    """The step's rows cut into micro-batches: `max_rows` at a time in rollout order, or, with
+    `max_tokens`, sorted by length and cut greedily so that no micro-batch's padded size
+    (rows x (longest prompt + longest completion), as `pack_rows` lays it out) exceeds
+    `max_tokens`; a row longer than that goes alone. Sorting puts rows of like length together,
+    which cuts padding."""
+    if max_tokens is None:
+        return [list(rows[i : i + max_rows]) for i in range(0, len(rows), max_rows)]
+    ordered = sorted(rows, key=lambda r: (len(r.prompt_ids) + len(r.completion_ids), r.trajectory))
+    batches: list[list[Row]] = []
+    current: list[Row] = []
+    prompt_width = completion_width = 0
+    for row in ordered:
+        widths = (
+            max(prompt_width, len(row.prompt_ids)),
+            max(completion_width, len(row.completion_ids)),
+        )
+        if current and (len(current) + 1) * sum(widths) > max_tokens:
+            batches.append(current)
+            current, widths = [], (len(row.prompt_ids), len(row.completion_ids))
+        current.append(row)
+        prompt_width, completion_width = widths
+    if current:
+        batches.append(current)
+    return batches
 
 
 def zero_loss_batch(pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -184,6 +262,12 @@ class Learner:
                 config,
                 accelerator.num_processes,
             )
+        if config.gradient_checkpointing:
+            # Non-reentrant: the frozen base's inputs need no requires_grad trick, and the
+            # chunked log-probs' own checkpoints nest inside it.
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(
             trainable, lr=config.learning_rate, weight_decay=config.weight_decay
@@ -201,16 +285,18 @@ class Learner:
 
     def update(self, rows: Sequence[Row]) -> dict[str, float]:
         """One optimizer step (per `updates_per_batch`) over `rows`, this process's share."""
-        chunks = [
-            rows[i : i + self.config.micro_batch_size]
-            for i in range(0, len(rows), self.config.micro_batch_size)
-        ]
+        chunks = split_micro_batches(
+            rows, self.config.micro_batch_size, self.config.micro_batch_tokens
+        )
         totals, micro_batches = global_totals(rows, len(chunks), self.accelerator)
         old = self._old_logprobs(chunks) if self.importance_sampling != "none" else None
         metrics: dict[str, float] = {}
         for _ in range(self.config.updates_per_batch):
             metrics = self._step(chunks, micro_batches, totals, old)
         return metrics
+
+    def _logprobs(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return completion_logprobs(model, batch, self.config.logprob_chunk_tokens)
 
     def _batch(self, chunk: Sequence[Row]) -> dict[str, torch.Tensor]:
         device = self.accelerator.device
@@ -220,7 +306,7 @@ class Learner:
     def _old_logprobs(self, chunks: Sequence[Sequence[Row]]) -> list[torch.Tensor]:
         """The trainer's log-probs of every chunk before the update (pi_old)."""
         self.model.eval()
-        return [completion_logprobs(self.policy, self._batch(c)) for c in chunks]
+        return [self._logprobs(self.policy, self._batch(c)) for c in chunks]
 
     def _accumulating(self, last: bool):
         """DDP all-reduces in the backward of the last micro-batch only (forward and backward
@@ -268,11 +354,11 @@ class Learner:
                     self._backward(output.logits.sum() * 0.0, last)
                     continue
                 batch = self._batch(chunks[index])
-                logprobs = completion_logprobs(self.model, batch)
+                logprobs = self._logprobs(self.model, batch)
                 ref = None
                 if config.beta > 0:
                     with torch.no_grad(), self.policy.disable_adapter():
-                        ref = completion_logprobs(self.policy, batch)
+                        ref = self._logprobs(self.policy, batch)
                 old, weights = None, None
                 if old_chunks is not None:
                     old = old_chunks[index]

@@ -91,3 +91,47 @@ def test_deepspeed_auto_keys_are_filled_from_grpo():
 def test_deepspeed_value_that_disagrees_with_grpo_names_the_key(key, value):
     with pytest.raises(ValueError, match=f"{key} = {value}"):
         fill_deepspeed_config({key: value}, GRPOConfig(max_grad_norm=1.0), 2)
+
+
+def _trained_adapter(tiny_model, seed_rows, **grpo):
+    model, tokenizer = tiny_model
+    policy = add_lora(model, LoraConfig(r=4, alpha=8), seed=0)
+    config = GRPOConfig(loss="dapo", learning_rate=1e-2, **grpo)
+    learner = Learner(policy, config, 5, Accelerator(cpu=True), tokenizer.pad_token_id)
+    metrics = learner.update(seed_rows)
+    return {n: p.detach().clone() for n, p in learner.policy.named_parameters() if "lora_" in n}, (
+        metrics
+    )
+
+
+def test_token_budget_micro_batches_make_the_same_update_as_row_micro_batches(tiny_model_path):
+    from lexrl.config import ModelConfig
+    from lexrl.models import load_base
+
+    rows = _rows([1.0, 1.0, -1.0, -1.0, 0.5, -0.5, 2.0, -2.0], seed=3)
+    by_rows, by_rows_metrics = _trained_adapter(
+        load_base(ModelConfig(), path=tiny_model_path), rows, micro_batch_size=3
+    )
+    by_tokens, by_tokens_metrics = _trained_adapter(
+        load_base(ModelConfig(), path=tiny_model_path), rows, micro_batch_tokens=40
+    )
+    assert by_rows_metrics["loss/grad_norm"] > 0
+    for key in ("loss/policy", "loss/grad_norm"):
+        assert by_tokens_metrics[key] == pytest.approx(by_rows_metrics[key], abs=1e-5)
+    for name, value in by_rows.items():
+        torch.testing.assert_close(by_tokens[name], value, rtol=0, atol=1e-5, msg=name)
+
+
+def test_token_budget_cuts_sorted_rows_under_the_budget():
+    from lexrl.train.learner import split_micro_batches
+
+    def row(prompt, completion, trajectory):
+        return Row([5] * prompt, [6] * completion, [-1.0] * completion, 1.0, 1.0, trajectory, "r")
+
+    rows = [row(10, 2, 0), row(3, 1, 1), row(30, 5, 2), row(4, 1, 3), row(9, 3, 4), row(50, 9, 5)]
+    batches = split_micro_batches(rows, max_rows=2, max_tokens=30)
+    # Sorted by length: 4 (3+1), 5 (4+1), 12 (10+2), 12 (9+3), 35, 59. Padded sizes: 2 x 5 = 10,
+    # then 3 x 12 = 36 > 30 cuts; 2 x (10 + 3) = 26; 35 and 59 exceed the budget and go alone.
+    assert [[len(r.prompt_ids) for r in b] for b in batches] == [[3, 4], [10, 9], [30], [50]]
+    assert sorted(id(r) for b in batches for r in b) == sorted(id(r) for r in rows)
+    assert [len(b) for b in split_micro_batches(rows, max_rows=4)] == [4, 2]
