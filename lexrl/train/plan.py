@@ -1,0 +1,374 @@
+"""The memory and time plan of a GRPO run: what each process holds at its peak, part by part, and
+how long an update takes, predicted from shapes and token counts before anything is loaded.
+
+Pure arithmetic over `ModelShape`, `Gpu`, `TokenProfile` and the run's settings; `lexrl plan`
+prints it (`lexrl.train.plan_report`) and `lexrl train` on CUDA refuses a configuration whose
+plan does not fit. Every constant that is not a shape is an assumption, named here with where
+it comes from; the activation model is checked against measured peaks of a real
+`Learner.update` on the CPU by `scripts/bench_update_memory.py` (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GiB = 2**30
+
+CUDA_CONTEXT_BYTES = int(0.5 * GiB)
+"""The CUDA context and cuBLAS workspaces of a process (about 0.3-0.6 GiB on recent drivers)."""
+VLLM_OVERHEAD_BYTES = int(1.0 * GiB)
+"""A vLLM engine's own activations, sampler buffers and CUDA graphs beside weights and KV blocks
+(vLLM's profiling run reserves about this much for a 4B model at 2-4k tokens)."""
+VLLM_ASLEEP_BYTES = int(0.25 * GiB)
+"""What a colocated engine keeps on the GPU asleep at level 1 (weights offloaded to CPU memory,
+KV blocks dropped): its allocator pools and graph handles."""
+FRAGMENTATION = 0.10
+"""Share of the GPU kept free for allocator fragmentation: the plan fits when its peak is at most
+90% of the device."""
+MATMUL_EFFICIENCY = 0.40
+"""Achieved share of the GPU's dense bf16 peak in the update's and the prefill's matmuls (an
+assumption: short rows and LoRA's small extra matmuls keep it well below large-batch
+pre-training's 50-60%)."""
+BANDWIDTH_EFFICIENCY = 0.60
+"""Achieved share of the GPU's memory bandwidth while decoding (weights and KV read per step)."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The widths of a decoder-only transformer that memory and FLOPs depend on."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool = True
+
+    @classmethod
+    def from_hf_config(cls, config: object) -> ModelShape:
+        heads = config.num_attention_heads
+        return cls(
+            layers=config.num_hidden_layers,
+            hidden=config.hidden_size,
+            intermediate=config.intermediate_size,
+            heads=heads,
+            kv_heads=getattr(config, "num_key_value_heads", None) or heads,
+            head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
+            vocab=config.vocab_size,
+            tied=bool(getattr(config, "tie_word_embeddings", False)),
+        )
+
+    @property
+    def attention_width(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    def layer_params(self) -> int:
+        attention = self.hidden * (2 * self.attention_width + 2 * self.kv_width)
+        return attention + 3 * self.hidden * self.intermediate + 2 * self.hidden
+
+    def params(self) -> int:
+        embeddings = self.vocab * self.hidden * (1 if self.tied else 2)
+        return embeddings + self.layers * self.layer_params() + self.hidden
+
+    def lora_params(self, rank: int, targets: list[str] | tuple[str, ...]) -> int:
+        """r x (in + out) per targeted projection and layer (Qwen / Llama module names)."""
+        shapes = {
+            "q_proj": (self.hidden, self.attention_width),
+            "k_proj": (self.hidden, self.kv_width),
+            "v_proj": (self.hidden, self.kv_width),
+            "o_proj": (self.attention_width, self.hidden),
+            "gate_proj": (self.hidden, self.intermediate),
+            "up_proj": (self.hidden, self.intermediate),
+            "down_proj": (self.intermediate, self.hidden),
+        }
+        return self.layers * sum(rank * sum(shapes[t]) for t in targets if t in shapes)
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return self.layers * 2 * self.kv_width * dtype_bytes
+
+
+QWEN3_4B = ModelShape(36, 2560, 9728, 32, 8, 128, 151_936, tied=True)
+"""Qwen3-4B (and its Instruct-2507): config.json of the release."""
+KNOWN_SHAPES = {
+    "Qwen/Qwen3-4B-Instruct-2507": QWEN3_4B,
+    "Qwen/Qwen3-4B": QWEN3_4B,
+    "Qwen/Qwen3-8B": ModelShape(36, 4096, 12288, 32, 8, 128, 151_936, tied=False),
+    "Qwen/Qwen3-1.7B": ModelShape(28, 2048, 6144, 16, 8, 128, 151_936, tied=True),
+    "Qwen/Qwen3-0.6B": ModelShape(28, 1024, 3072, 16, 8, 128, 151_936, tied=True),
+    "Qwen/Qwen3-Embedding-4B": ModelShape(36, 2560, 9728, 32, 8, 128, 151_665, tied=True),
+    "Qwen/Qwen3-Embedding-0.6B": ModelShape(28, 1024, 3072, 16, 8, 128, 151_669, tied=True),
+    "Qwen/Qwen3-Reranker-4B": ModelShape(36, 2560, 9728, 32, 8, 128, 151_669, tied=True),
+    "tomaarsen/Qwen3-Reranker-4B-seq-cls": ModelShape(36, 2560, 9728, 32, 8, 128, 1, tied=False),
+    "Qwen/Qwen3-Reranker-0.6B": ModelShape(28, 1024, 3072, 16, 8, 128, 151_669, tied=True),
+}
+"""Shapes of models a plan may name without their files (config.json of each release)."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    memory_bytes: int
+    bf16_tflops: float
+    """Dense bf16 tensor-core peak (no sparsity), from the vendor's data sheet."""
+    bandwidth_tbs: float
+
+
+GPUS = {
+    "rtx4090": Gpu("RTX 4090", 24 * GiB, 165.2, 1.008),
+    "h100": Gpu("H100 SXM", 80 * GiB, 989.0, 3.35),
+    "h200": Gpu("H200", 140 * GiB, 989.0, 4.8),
+}
+"""Memory as CUDA reports it (a "24 GB" 4090 has 24 GiB); speeds from the data sheets."""
+
+
+def gpu_for(memory_gib: float | None, name: str | None = None) -> Gpu:
+    """The named GPU, or the one whose memory `--gpu-memory` gives (24: an RTX 4090, 80: an
+    H100, more: an H200), with its memory set to exactly `memory_gib` GiB."""
+    if name is None:
+        if memory_gib is None:
+            name = "h100"
+        else:
+            name = "rtx4090" if memory_gib <= 32 else "h100" if memory_gib <= 96 else "h200"
+    if name not in GPUS:
+        raise ValueError(f"unknown GPU {name!r}; one of {', '.join(GPUS)}")
+    gpu = GPUS[name]
+    if memory_gib is None:
+        return gpu
+    return Gpu(gpu.name, int(memory_gib * GiB), gpu.bf16_tflops, gpu.bandwidth_tbs)
+
+
+@dataclass
+class TokenProfile:
+    """The trainable turns of a step's trajectories, as (prompt, completion) token counts."""
+
+    turns: list[tuple[int, int]]
+    """One (prompt tokens, completion tokens) pair per trainable turn of the sample."""
+    trajectories: int
+    """Trajectories the sample's turns come from."""
+    source: str
+    """Where the counts come from, printed with the plan."""
+    repeated_prefix_tokens: int = 0
+    """Prompt tokens of turns that repeat an earlier turn of the same trajectory verbatim (its
+    prompt and completion): what training a trajectory's turns as one sequence would save."""
+    worst_case: bool = False
+    """The counts are the configuration's caps, not a rollout's."""
+
+    @property
+    def turns_per_trajectory(self) -> float:
+        return len(self.turns) / max(self.trajectories, 1)
+
+    @property
+    def tokens(self) -> int:
+        return sum(p + c for p, c in self.turns)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c for _, c in self.turns)
+
+    def longest(self) -> tuple[int, int]:
+        return max(self.turns, key=sum)
+
+
+@dataclass
+class Layout:
+    """How a run's processes and GPUs are arranged."""
+
+    name: str
+    gpus: int
+    trainers: int
+    """Training processes, one GPU each."""
+    backend: str
+    """`hf`, `vllm-engine` (an engine colocated in each trainer) or `vllm-server`."""
+    server_gpus: int = 0
+    zero2: bool = False
+    trajectories_per_step: int = 16
+    retrieval_in_process: list[str] = field(default_factory=list)
+    """Retrieval models each training process loads (none when they are served)."""
+    retrieval_gpus: int = 0
+    """GPUs that serve the retrieval models, one model each."""
+    note: str = ""
+
+
+@dataclass
+class RunSettings:
+    """The parts of a config the plan reads."""
+
+    dtype_bytes: int
+    lora_rank: int
+    lora_targets: list[str]
+    micro_batch_size: int
+    micro_batch_tokens: int | None
+    gradient_checkpointing: bool
+    logprob_chunk_tokens: int
+    max_new_tokens: int
+    vllm_max_model_len: int
+    max_concurrent_episodes: int
+    max_batch_size: int
+    importance_sampling: str
+    """`grpo.importance_sampling`: anything but `none` adds a forward pass for pi_old."""
+    beta: float
+
+
+ALL_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def layer_activation_bytes(
+    model: ModelShape, rows: int, sequence: int, lora_targets: tuple[str, ...] = ALL_PROJECTIONS
+) -> int:
+    """What one decoder layer keeps for its backward, for `rows` x `sequence` tokens.
+
+    Per token, the saved tensors of a Qwen3 layer with its base frozen (a frozen projection
+    keeps nothing: its input gradient needs only its weight): the two RMSNorms' float32 inputs
+    (2 x 4H bytes) and the q / k RMSNorms' (4 (A + KV)); q, k and v as the attention sees them,
+    k and v repeated to every query head, and its output (4 x 2A; plus a float32 log-sum-exp a
+    head); the MLP's gate (SiLU's input) and the two factors of its product (3 x 2I); and each
+    LoRA'd projection's input in float32, which peft casts to the adapter's float32 and keeps
+    for the LoRA A gradient (4H for q, k, v, gate and up, 4A for o, 4I for down). Measured on
+    the CPU for Qwen3-4B's widths: within 5% (scripts/bench_update_memory.py).
+    """
+    h, a, kv, i = model.hidden, model.attention_width, model.kv_width, model.intermediate
+    lora_inputs = {"o_proj": 4 * a, "down_proj": 4 * i}
+    per_token = 2 * 4 * h + 4 * (a + kv) + 4 * 2 * a + 4 * model.heads + 3 * 2 * i
+    per_token += sum(lora_inputs.get(name, 4 * h) for name in lora_targets)
+    return rows * sequence * per_token
+
+
+def attention_backward_bytes(model: ModelShape, rows: int, sequence: int, attention: str) -> int:
+    """The transient of one layer's attention backward: none for flash attention on a GPU; the
+    CPU's scaled-dot-product backward builds a float32 [rows, heads, sequence, sequence]
+    matrix."""
+    if attention != "cpu":
+        return 0
+    return rows * model.heads * sequence * sequence * 4
+
+
+def activation_bytes(
+    model: ModelShape,
+    rows: int,
+    sequence: int,
+    checkpointing: bool,
+    lora_targets: tuple[str, ...] = ALL_PROJECTIONS,
+) -> int:
+    """Activations a micro-batch keeps from its forward until its backward: every layer's set
+    (`layer_activation_bytes`), or with checkpointing only each layer's input (2H a token)."""
+    if checkpointing:
+        return model.layers * rows * sequence * 2 * model.hidden
+    return model.layers * layer_activation_bytes(model, rows, sequence, lora_targets)
+
+
+def logprob_bytes(
+    model: ModelShape, rows: int, sequence: int, completion: int, chunk_tokens: int
+) -> int:
+    """The chunked log-probs' peak: the decoder's final hidden states (rows x sequence x H, bf16),
+    and in the backward of one chunk of `chunk_tokens` completion positions three float32
+    [chunk, vocab] tensors alive at once (the recomputed log-softmax, the gradient flowing into
+    it and the one it returns; 12 bytes a logit, measured on the CPU)."""
+    chunk = min(chunk_tokens, rows * completion)
+    return rows * sequence * model.hidden * 2 + chunk * model.vocab * 3 * 4
+
+
+def lora_state_bytes(model: ModelShape, rank: int, targets: list[str], processes: int) -> int:
+    """LoRA weights, gradients and AdamW moments, all float32 (peft keeps adapters in float32 on
+    a bf16 base); ZeRO-2 partitions the gradients and moments over `processes` (1: plain DDP)."""
+    params = model.lora_params(rank, targets)
+    return params * 4 + params * 12 // processes
+
+
+def update_memory(
+    model: ModelShape,
+    rows: int,
+    sequence: int,
+    completion: int,
+    lora_rank: int,
+    checkpointing: bool,
+    attention: str = "flash",
+    chunk_tokens: int = 512,
+    lora_targets: tuple[str, ...] = ALL_PROJECTIONS,
+) -> dict[str, int]:
+    """Bytes an update of one micro-batch adds above the loaded model, by part, and `total`,
+    its peak. The backward runs the log-probs' chunks first, then the layers from the last; with
+    checkpointing a layer's activations are rebuilt (`recomputed_layer`) only after the chunks
+    are done. So the peak holds, beside what the forward kept, the larger of the log-prob
+    buffers and one layer's backward (its rebuilt activations and its attention's transient)."""
+    parts = {
+        "activations": activation_bytes(model, rows, sequence, checkpointing, lora_targets),
+        "logprobs": logprob_bytes(model, rows, sequence, completion, chunk_tokens),
+        "recomputed_layer": (
+            layer_activation_bytes(model, rows, sequence, lora_targets) if checkpointing else 0
+        ),
+        "attention_backward": attention_backward_bytes(model, rows, sequence, attention),
+        "lora_gradients": model.lora_params(lora_rank, list(lora_targets)) * 4,
+    }
+    layer_backward = parts["recomputed_layer"] + parts["attention_backward"]
+    backward = max(parts["logprobs"], layer_backward)
+    return {**parts, "total": parts["activations"] + backward + parts["lora_gradients"]}
+
+
+def largest_micro_batch(
+    profile: TokenProfile, settings: RunSettings, rows_available: int
+) -> tuple[int, int, int]:
+    """(rows, padded sequence, completion width) of the largest micro-batch the learner can
+    build: rows of the longest prompt with a completion at the cap (`max_new_tokens`), as many
+    as `micro_batch_size` allows, or the token budget (`split_micro_batches` never exceeds it
+    unless one row alone does), and no more than the process has."""
+    prompt = max(p for p, _ in profile.turns)
+    completion = max(max(c for _, c in profile.turns), settings.max_new_tokens)
+    sequence = prompt + completion
+    if settings.micro_batch_tokens is None:
+        rows = settings.micro_batch_size
+    else:
+        rows = max(1, settings.micro_batch_tokens // sequence)
+    return max(1, min(rows, rows_available)), sequence, completion
+
+
+def update_flops(model: ModelShape, prompt: int, completion: int, settings: RunSettings) -> float:
+    """FLOPs to train one turn of `prompt` + `completion` tokens: the decoder's forward (2 x
+    params a token, plus causal attention), its backward to the inputs only (the base is frozen:
+    the same again; LoRA's weight gradients are negligible), a second forward with checkpointing,
+    one more without gradients for pi_old (importance sampling) and one for the reference (KL),
+    and the vocabulary projection of the completion positions: forward, the chunk's recompute
+    and its backward."""
+    tokens = prompt + completion
+    layers = model.layers * model.layer_params()
+    attention = 2 * model.layers * model.attention_width * tokens  # per token, causal: QK + PV
+    forward = tokens * (2 * layers + attention)
+    passes = 2 + settings.gradient_checkpointing + (settings.importance_sampling != "none")
+    passes += settings.beta > 0
+    head = completion * 2 * model.vocab * model.hidden * 3
+    return forward * passes + head
+
+
+def update_seconds(
+    model: ModelShape, profile: TokenProfile, settings: RunSettings, layout: Layout, gpu: Gpu
+) -> float:
+    """One update on one training GPU: its share of the step's trainable turns, at
+    `MATMUL_EFFICIENCY` of the GPU's bf16 peak."""
+    share = layout.trajectories_per_step / layout.trainers / max(profile.trajectories, 1)
+    flops = sum(update_flops(model, p, c, settings) for p, c in profile.turns) * share
+    return flops / (gpu.bf16_tflops * 1e12 * MATMUL_EFFICIENCY)
+
+
+def rollout_seconds(
+    model: ModelShape, profile: TokenProfile, settings: RunSettings, layout: Layout, gpu: Gpu
+) -> float:
+    """The step's sampling on one engine (a colocated one, or one server GPU): the prefill of
+    every prompt at `MATMUL_EFFICIENCY`, and decoding bound by memory bandwidth: the turns of a
+    trajectory come one after another, the trajectories in parallel, and each decoding step reads
+    the weights and every sequence's KV cache once."""
+    engines = layout.server_gpus if layout.backend == "vllm-server" else layout.trainers
+    sequences = layout.trajectories_per_step / engines
+    share = sequences / max(profile.trajectories, 1)
+    prefill_flops = sum(p for p, _ in profile.turns) * share * 2 * model.params()
+    prefill = prefill_flops / (gpu.bf16_tflops * 1e12 * MATMUL_EFFICIENCY)
+    turns = profile.turns_per_trajectory
+    steps = turns * profile.completion_tokens / max(len(profile.turns), 1)
+    context = sum(p + c / 2 for p, c in profile.turns) / max(len(profile.turns), 1)
+    step_bytes = model.params() * 2 + sequences * context * model.kv_bytes_per_token()
+    decode = steps * step_bytes / (gpu.bandwidth_tbs * 1e12 * BANDWIDTH_EFFICIENCY)
+    return prefill + decode

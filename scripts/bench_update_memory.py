@@ -1,0 +1,205 @@
+"""Peak memory and speed of one `Learner.update`, measured, beside what `lexrl plan` predicts.
+
+    python scripts/bench_update_memory.py [--layers 1,2,4] [--shapes 4x1000+256,2x256+64]
+        [--checkpointing off,on] [--lexrl-root PATH] [--json results.jsonl]
+
+The model is random, with Qwen3-4B-Instruct's widths (hidden 2,560, MLP 9,728, 32 query and 8 KV
+heads of 128, a tied 151,936-token vocabulary) and `--layers` decoder layers, in bf16 on the
+CPU, with the LoRA of configs/stard_mas_grpo.yaml (r 16 on every projection). A shape
+`RxP+T` is R rows of P prompt and T completion tokens, random ids, one micro-batch (the GRPO
+loss, advantages +-1). Each measurement runs in its own process, so none inherits another's
+memory, and reports:
+
+- `measured_mb`: the peak resident memory (VmHWM, reset just before through
+  /proc/self/clear_refs) of the update minus the resident memory before it, i.e. above the
+  model, its LoRA and the optimizer's empty state. The first update is measured (what a run's
+  first step costs); its one-time allocations are part of the number. The children run with
+  `MALLOC_MMAP_THRESHOLD_=65536` (`--glibc-default` leaves glibc as it is): by default glibc
+  raises its mmap threshold to the size of each large block freed (up to 32 MB), after which
+  freed tensors stay in the heap and the resident memory counts tensors long gone (seen here:
+  up to 1.7 GB more at the same update). A fixed threshold returns a freed tensor to the system
+  at once, as a GPU's caching allocator makes it reusable, so the peak is that of live tensors.
+- `predicted_mb`: `lexrl.train.plan.update_memory` for the same shape on the CPU (attention
+  that keeps its score matrices), the sum of its activation, log-prob and LoRA-gradient parts.
+- `tokens_per_s`: trained tokens (prompt + completion, padding excluded) per second of a second
+  update, after the first.
+
+`--lexrl-root` measures another checkout's `Learner` (e.g. the commit before the memory work:
+`git worktree add /tmp/before <commit>`); `predicted_mb` is then still this checkout's plan.
+The table goes to stdout as Markdown; `--json` appends one line per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+QWEN3_4B = {
+    "hidden_size": 2560,
+    "intermediate_size": 9728,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "tie_word_embeddings": True,
+}
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    rows, rest = text.split("x")
+    prompt, completion = rest.split("+")
+    return int(rows), int(prompt), int(completion)
+
+
+def rss_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def child(layers: int, shape: str, checkpointing: bool, timed: bool = True) -> dict:
+    import torch
+    from accelerate import Accelerator
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from lexrl.config import GRPOConfig, LoraConfig
+    from lexrl.models import add_lora
+    from lexrl.train.advantages import Row
+    from lexrl.train.learner import Learner
+
+    torch.manual_seed(0)
+    rows, prompt, completion = parse_shape(shape)
+    config = Qwen3Config(**QWEN3_4B, num_hidden_layers=layers, max_position_embeddings=8192)
+    model = Qwen3ForCausalLM._from_config(config, dtype=torch.bfloat16)
+    policy = add_lora(model, LoraConfig(r=16, alpha=32), seed=0)
+    grpo = {"loss": "grpo", "micro_batch_size": rows, "learning_rate": 1e-5}
+    if checkpointing:
+        grpo["gradient_checkpointing"] = True
+    learner = Learner(policy, GRPOConfig(**grpo), 10, Accelerator(cpu=True), pad_id=0)
+    generator = torch.Generator().manual_seed(1)
+    batch = [
+        Row(
+            torch.randint(1, 150_000, (prompt,), generator=generator).tolist(),
+            torch.randint(1, 150_000, (completion,), generator=generator).tolist(),
+            [-2.0] * completion,
+            1.0 if i % 2 else -1.0,
+            1.0,
+            i,
+            "planner",
+        )
+        for i in range(rows)
+    ]
+    before = rss_mb("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")
+    learner.update(batch)
+    peak = rss_mb("VmHWM")
+    seconds = float("nan")
+    if timed:
+        started = time.perf_counter()
+        learner.update(batch)
+        seconds = time.perf_counter() - started
+    return {
+        "layers": layers,
+        "shape": shape,
+        "checkpointing": checkpointing,
+        "measured_mb": round(peak - before, 1),
+        "model_mb": round(before, 1),
+        "update_s": round(seconds, 2),
+        "tokens_per_s": round(rows * (prompt + completion) / seconds, 1),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def predicted(layers: int, shape: str, checkpointing: bool) -> dict:
+    from lexrl.train.plan import ModelShape, update_memory
+
+    rows, prompt, completion = parse_shape(shape)
+    model = ModelShape(
+        layers=layers,
+        hidden=QWEN3_4B["hidden_size"],
+        intermediate=QWEN3_4B["intermediate_size"],
+        heads=QWEN3_4B["num_attention_heads"],
+        kv_heads=QWEN3_4B["num_key_value_heads"],
+        head_dim=QWEN3_4B["head_dim"],
+        vocab=QWEN3_4B["vocab_size"],
+        tied=True,
+    )
+    parts = update_memory(
+        model,
+        rows=rows,
+        sequence=prompt + completion,
+        completion=completion,
+        lora_rank=16,
+        checkpointing=checkpointing,
+        attention="cpu",
+    )
+    return {k: round(v / 2**20, 1) for k, v in parts.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", default="1,2,4")
+    parser.add_argument("--shapes", default="2x256+64,2x1024+256,4x1000+256")
+    parser.add_argument("--checkpointing", default="off,on")
+    parser.add_argument("--lexrl-root", help="measure the lexrl package of this checkout")
+    parser.add_argument("--json", help="append one JSON line per run to this file")
+    parser.add_argument(
+        "--no-time", action="store_true", help="measure memory only (one update, not two)"
+    )
+    parser.add_argument(
+        "--glibc-default", action="store_true", help="keep glibc's dynamic mmap threshold"
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        layers, shape, checkpointing, timed = json.loads(args.child)
+        print(json.dumps(child(layers, shape, checkpointing, timed)))
+        return
+    env = dict(os.environ)
+    if not args.glibc_default:
+        env["MALLOC_MMAP_THRESHOLD_"] = "65536"
+    if args.lexrl_root:
+        env["PYTHONPATH"] = os.pathsep.join([args.lexrl_root, env.get("PYTHONPATH", "")])
+    print(
+        "| layers | rows x prompt + completion | checkpointing | predicted MB | measured MB "
+        "| predicted / measured | update s | tokens/s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for layers in [int(n) for n in args.layers.split(",")]:
+        for shape in args.shapes.split(","):
+            for mode in args.checkpointing.split(","):
+                checkpointing = mode == "on"
+                spec = json.dumps([layers, shape, checkpointing, not args.no_time])
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", spec],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if out.returncode != 0:
+                    print(out.stderr[-3000:], file=sys.stderr)
+                    raise SystemExit(f"run {spec} failed (exit {out.returncode})")
+                result = json.loads(out.stdout.strip().splitlines()[-1])
+                result["predicted"] = predicted(layers, shape, checkpointing)
+                total = result["predicted"]["total"]
+                result["ratio"] = round(total / result["measured_mb"], 3)
+                print(
+                    f"| {layers} | {shape} | {mode} | {total:,.0f} | {result['measured_mb']:,.0f} "
+                    f"| {result['ratio']:.2f} | {result['update_s']:.1f} "
+                    f"| {result['tokens_per_s']:,.0f} |",
+                    flush=True,
+                )
+                if args.json:
+                    with open(args.json, "a", encoding="utf-8") as file:
+                        file.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()
