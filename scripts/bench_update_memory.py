@@ -63,7 +63,9 @@ def rss_mb(field: str) -> float:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def child(layers: int, shape: str, checkpointing: bool, timed: bool = True) -> dict:
+def child(
+    layers: int, shape: str, checkpointing: bool, timed: bool = True, budget: int | None = None
+) -> dict:
     import torch
     from accelerate import Accelerator
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -81,6 +83,8 @@ def child(layers: int, shape: str, checkpointing: bool, timed: bool = True) -> d
     grpo = {"loss": "grpo", "micro_batch_size": rows, "learning_rate": 1e-5}
     if checkpointing:
         grpo["gradient_checkpointing"] = True
+    if budget:
+        grpo["micro_batch_tokens"] = budget
     learner = Learner(policy, GRPOConfig(**grpo), 10, Accelerator(cpu=True), pad_id=0)
     generator = torch.Generator().manual_seed(1)
     batch = [
@@ -110,16 +114,20 @@ def child(layers: int, shape: str, checkpointing: bool, timed: bool = True) -> d
         "checkpointing": checkpointing,
         "measured_mb": round(peak - before, 1),
         "model_mb": round(before, 1),
+        "micro_batch_tokens": budget,
         "update_s": round(seconds, 2),
         "tokens_per_s": round(rows * (prompt + completion) / seconds, 1),
         "threads": torch.get_num_threads(),
     }
 
 
-def predicted(layers: int, shape: str, checkpointing: bool) -> dict:
+def predicted(layers: int, shape: str, checkpointing: bool, budget: int | None = None) -> dict:
     from lexrl.train.plan import ModelShape, update_memory
 
     rows, prompt, completion = parse_shape(shape)
+    if budget:
+        # The largest micro-batch `split_micro_batches` makes of equal rows.
+        rows = min(rows, max(1, budget // (prompt + completion)))
     model = ModelShape(
         layers=layers,
         hidden=QWEN3_4B["hidden_size"],
@@ -142,6 +150,38 @@ def predicted(layers: int, shape: str, checkpointing: bool) -> dict:
     return {k: round(v / 2**20, 1) for k, v in parts.items()}
 
 
+def print_header() -> None:
+    print(
+        "| layers | rows x prompt + completion | checkpointing | predicted MB | measured MB "
+        "| predicted / measured | update s | tokens/s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+
+
+def budget_note(result: dict) -> str:
+    budget = result.get("micro_batch_tokens")
+    return f", micro-batches of <= {budget:,} tokens" if budget else ""
+
+
+def print_row(result: dict) -> None:
+    """Add this checkout's prediction to a measured `result` and print its row."""
+    result["predicted"] = predicted(
+        result["layers"],
+        result["shape"],
+        result["checkpointing"],
+        result.get("micro_batch_tokens"),
+    )
+    total = result["predicted"]["total"]
+    result["ratio"] = round(total / result["measured_mb"], 3)
+    print(
+        f"| {result['layers']} | {result['shape']}{budget_note(result)} "
+        f"| {'on' if result['checkpointing'] else 'off'} "
+        f"| {total:,.0f} | {result['measured_mb']:,.0f} | {result['ratio']:.2f} "
+        f"| {result['update_s']:.1f} | {result['tokens_per_s']:,.0f} |",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", default="1,2,4")
@@ -153,29 +193,40 @@ def main() -> None:
         "--no-time", action="store_true", help="measure memory only (one update, not two)"
     )
     parser.add_argument(
+        "--micro-batch-tokens",
+        type=int,
+        help="grpo.micro_batch_tokens (default: the shape's rows in one micro-batch)",
+    )
+    parser.add_argument(
         "--glibc-default", action="store_true", help="keep glibc's dynamic mmap threshold"
+    )
+    parser.add_argument(
+        "--from-json", help="print the table of these saved runs with this checkout's plan"
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.from_json:
+        print_header()
+        for line in Path(args.from_json).read_text().splitlines():
+            print_row(json.loads(line))
+        return
     if args.child:
-        layers, shape, checkpointing, timed = json.loads(args.child)
-        print(json.dumps(child(layers, shape, checkpointing, timed)))
+        layers, shape, checkpointing, timed, budget = json.loads(args.child)
+        print(json.dumps(child(layers, shape, checkpointing, timed, budget)))
         return
     env = dict(os.environ)
     if not args.glibc_default:
         env["MALLOC_MMAP_THRESHOLD_"] = "65536"
     if args.lexrl_root:
         env["PYTHONPATH"] = os.pathsep.join([args.lexrl_root, env.get("PYTHONPATH", "")])
-    print(
-        "| layers | rows x prompt + completion | checkpointing | predicted MB | measured MB "
-        "| predicted / measured | update s | tokens/s |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
+    print_header()
     for layers in [int(n) for n in args.layers.split(",")]:
         for shape in args.shapes.split(","):
             for mode in args.checkpointing.split(","):
                 checkpointing = mode == "on"
-                spec = json.dumps([layers, shape, checkpointing, not args.no_time])
+                spec = json.dumps(
+                    [layers, shape, checkpointing, not args.no_time, args.micro_batch_tokens]
+                )
                 out = subprocess.run(
                     [sys.executable, __file__, "--child", spec],
                     env=env,
@@ -187,15 +238,7 @@ def main() -> None:
                     print(out.stderr[-3000:], file=sys.stderr)
                     raise SystemExit(f"run {spec} failed (exit {out.returncode})")
                 result = json.loads(out.stdout.strip().splitlines()[-1])
-                result["predicted"] = predicted(layers, shape, checkpointing)
-                total = result["predicted"]["total"]
-                result["ratio"] = round(total / result["measured_mb"], 3)
-                print(
-                    f"| {layers} | {shape} | {mode} | {total:,.0f} | {result['measured_mb']:,.0f} "
-                    f"| {result['ratio']:.2f} | {result['update_s']:.1f} "
-                    f"| {result['tokens_per_s']:,.0f} |",
-                    flush=True,
-                )
+                print_row(result)
                 if args.json:
                     with open(args.json, "a", encoding="utf-8") as file:
                         file.write(json.dumps(result) + "\n")

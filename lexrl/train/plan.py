@@ -241,11 +241,11 @@ def layer_activation_bytes(
 
 def attention_backward_bytes(model: ModelShape, rows: int, sequence: int, attention: str) -> int:
     """The transient of one layer's attention backward: none for flash attention on a GPU; the
-    CPU's scaled-dot-product backward builds a float32 [rows, heads, sequence, sequence]
-    matrix."""
+    CPU's scaled-dot-product backward builds a [rows, heads, sequence, sequence] matrix in the
+    activations' bf16 (fitted to the measured peaks of scripts/bench_update_memory.py)."""
     if attention != "cpu":
         return 0
-    return rows * model.heads * sequence * sequence * 4
+    return rows * model.heads * sequence * sequence * 2
 
 
 def activation_bytes(

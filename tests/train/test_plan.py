@@ -75,7 +75,7 @@ def test_update_peak_holds_the_log_prob_chunks_or_a_layer_backward_not_both():
         "lora_gradients": lora,
         "total": 2 * layer + logprobs + lora,
     }
-    scores = 2 * 2 * 3 * 3 * 4  # the CPU attention backward's [rows, heads, seq, seq] float32
+    scores = 2 * 2 * 3 * 3 * 2  # the CPU attention backward's [rows, heads, seq, seq] bf16
     assert on["recomputed_layer"] == layer and on["attention_backward"] == scores
     assert on["total"] == 2 * 6 * 2 * 8 + max(logprobs, layer + scores) + lora
 

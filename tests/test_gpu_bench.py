@@ -1,0 +1,111 @@
+"""scripts/gpu_bench.py on the CPU: the GPU benchmark's measurement and plan, shrunk to run here."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).parents[1] / "scripts"
+
+
+def load_gpu_bench():
+    spec = importlib.util.spec_from_file_location("gpu_bench", SCRIPTS / "gpu_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cpu_spec(**changes):
+    spec = {
+        "layers": 1,
+        "device": "cpu",
+        "attn": "sdpa",
+        "tokens": "1x64+16",
+        "trajectories": 2,
+        "checkpointing": True,
+        "micro_batch_tokens": 4096,
+        "micro_batch_size": 8,
+        "warmup": 0,
+        "steps": 1,
+    }
+    return {**spec, **changes}
+
+
+def test_plan_cuts_the_statute_workload_as_the_learner_does():
+    bench = load_gpu_bench()
+    rows = bench.make_rows(16, "4x1500+200")
+    assert len(rows) == 64
+    for tokens, rows_per_batch in ((4096, 2), (8192, 4)):
+        spec = cpu_spec(
+            layers=36,
+            device="cuda",
+            tokens="4x1500+200",
+            trajectories=16,
+            micro_batch_tokens=tokens,
+        )
+        plan = bench.plan(spec, rows, "NVIDIA H100 80GB HBM3")
+        expected = {"rows": rows_per_batch, "sequence": 1700, "completion": 200}
+        assert plan["micro_batch"] == expected == plan["plan_micro_batch"]
+        assert plan["micro_batches"] == 64 // rows_per_batch
+        assert plan["plan_gpu"] == "H100 SXM" and plan["plan_attention"] == "flash"
+        assert plan["predicted_peak_mib"] > 0 and plan["predicted_update_s"] > 0
+        # Qwen3-4B's bf16 weights and the LoRA's float32 ones: about 7.6 GiB.
+        assert 7_500 < plan["predicted_model_mib"] < 8_000
+    assert bench.gpu_key("NVIDIA H200") == "h200"
+
+
+def test_an_out_of_memory_error_becomes_a_row(monkeypatch):
+    import torch
+    import transformers
+
+    bench = load_gpu_bench()
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(transformers.Qwen3ForCausalLM, "_from_config", out_of_memory)
+    result = bench.measure(cpu_spec())
+    assert result["status"] == "oom"
+    assert result["error"].startswith("OOM at model build: CUDA out of memory")
+    assert result["predicted_peak_mib"] > 0
+    assert "OOM at model build" in bench.table_row(result)
+
+
+@pytest.mark.slow
+def test_gpu_bench_runs_end_to_end_on_the_cpu(tmp_path):
+    env = {**os.environ, "OUT": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "gpu_bench.py"), "--device", "cpu", "--layers", "1",
+         "--tokens", "1x64+16", "--trajectories", "2", "--steps", "1", "--warmup", "0",
+         "--checkpointing", "on", "--micro-batch-tokens", "4096"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| layers | checkpointing |" in result.stdout
+    line = json.loads(result.stdout.strip().splitlines()[-1])
+    assert line["status"] == "ok", line
+    assert line["rows"] == 2 and line["micro_batch"] == {
+        "rows": 2,
+        "sequence": 80,
+        "completion": 16,
+    }
+    for key in (
+        "update_peak_mib",
+        "update_s",
+        "tokens_per_s",
+        "model_mib",
+        "predicted_peak_mib",
+        "predicted_update_s",
+        "predicted_model_mib",
+        "memory_ratio",
+    ):
+        assert line[key] > 0, key
+    assert len(line["update_s_steps"]) == 1
+    # The model's measured memory is the plan's (bf16 weights and float32 LoRA) within 5%.
+    assert abs(line["model_mib"] / line["predicted_model_mib"] - 1) < 0.05
+    assert json.loads((tmp_path / "gpu_bench.jsonl").read_text().splitlines()[-1]) == line
+    assert (tmp_path / "gpu_bench.md").read_text().startswith("| layers |")
