@@ -472,7 +472,10 @@ def make_plan(
 def render(plans: list[LayoutPlan], gpu: Gpu, profile: TokenProfile, note: str = "") -> str:
     """The plan as Markdown: GiB per GPU by part for each layout, seconds per update, verdicts."""
     gib = lambda value: f"{value / GiB:.1f}"  # noqa: E731
-    header = [f"{p.layout.name} ({p.layout.trainers} trainers)" for p in plans]
+    header = [
+        f"{p.layout.name} ({p.layout.trainers} trainer{'s' if p.layout.trainers > 1 else ''})"
+        for p in plans
+    ]
     lines = [
         f"GPU: {gpu.name}, {gpu.memory_bytes / GiB:.1f} GiB; a process fits at <= "
         f"{100 * (1 - FRAGMENTATION):.0f}% of it.",
