@@ -215,3 +215,22 @@ def test_lexrl_train_refuses_a_run_its_gpu_cannot_hold(monkeypatch, capsys, tmp_
     assert "activations" in message and "grpo.gradient_checkpointing: true" in message
     assert len(message.splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_the_one_h100_config_fits_one_h100():
+    code, out, err = _plan("configs/stard_mas_grpo_h100.yaml", "--gpu", "h100", "--json")
+    assert code == 0, err
+    (plan,) = json.loads(out.strip().splitlines()[-1])
+    assert plan["fits"] and plan["trainer_gib"]["peak"] < 0.9 * 80
+    assert plan["trainer_gib"]["retrieval models"] > 14  # two 4B models in the process
+
+
+@pytest.mark.slow
+def test_token_counts_from_a_scripted_rollout_with_the_models_tokenizer(tmp_path):
+    code, out, err = _plan(
+        "configs/demo_cpu.yaml", "--episodes", "4", "--model.cache_dir", str(tmp_path)
+    )
+    assert code == 0, err
+    assert "Tokens: 4 scripted episodes of statute, the model's tokenizer" in out
+    # The statute env renders every agent's prompt afresh: no turn extends an earlier one.
+    assert "repeated prefixes 0% of trained tokens" in out
