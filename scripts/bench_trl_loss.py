@@ -76,7 +76,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -85,7 +84,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_update_memory import QWEN3_4B, parse_shape, rss_mb  # noqa: E402
+from bench_update_memory import QWEN3_4B, parse_shape, rss_mb, run_child  # noqa: E402
 
 SYSTEMS = ("lexrl", "trl", "trl-compact")
 
@@ -254,19 +253,9 @@ def child(system: str, layers: int, shape: str, checkpointing: bool) -> dict:
     }
 
 
-def run_child(system: str, layers: int, shape: str, checkpointing: bool) -> dict:
+def run_system(system: str, layers: int, shape: str, checkpointing: bool) -> dict:
     spec = json.dumps([system, layers, shape, checkpointing])
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", spec],
-        env={**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        print(out.stderr[-3000:], file=sys.stderr)
-        raise SystemExit(f"run {spec} failed (exit {out.returncode})")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(__file__, spec, {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"})
 
 
 def ratios(results: list[dict], modes: list[str]) -> dict[str, dict[str, dict[str, float]]]:
@@ -319,7 +308,7 @@ def main() -> None:
     for repeat in range(args.repeats):
         for mode in modes:
             for system in systems:
-                result = run_child(system, args.layers, args.shape, mode == "on")
+                result = run_system(system, args.layers, args.shape, mode == "on")
                 result["repeat"] = repeat
                 results.append(result)
                 print(

@@ -150,6 +150,21 @@ def predicted(layers: int, shape: str, checkpointing: bool, budget: int | None =
     return {k: round(v / 2**20, 1) for k, v in parts.items()}
 
 
+def run_child(script: str, spec: str, env: dict[str, str]) -> dict:
+    """`script --child spec` in a fresh process; its last stdout line, a JSON object."""
+    out = subprocess.run(
+        [sys.executable, script, "--child", spec],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        print(out.stderr[-3000:], file=sys.stderr)
+        raise SystemExit(f"run {spec} failed (exit {out.returncode})")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def print_header() -> None:
     print(
         "| layers | rows x prompt + completion | checkpointing | predicted MB | measured MB "
@@ -227,17 +242,7 @@ def main() -> None:
                 spec = json.dumps(
                     [layers, shape, checkpointing, not args.no_time, args.micro_batch_tokens]
                 )
-                out = subprocess.run(
-                    [sys.executable, __file__, "--child", spec],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                if out.returncode != 0:
-                    print(out.stderr[-3000:], file=sys.stderr)
-                    raise SystemExit(f"run {spec} failed (exit {out.returncode})")
-                result = json.loads(out.stdout.strip().splitlines()[-1])
+                result = run_child(__file__, spec, env)
                 print_row(result)
                 if args.json:
                     with open(args.json, "a", encoding="utf-8") as file:

@@ -110,36 +110,33 @@ def gpu_key(device_name: str) -> str:
 def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, Any]:
     """What `lexrl.train.plan` predicts for this configuration: the largest micro-batch as the
     learner cuts it, its update memory by part, the model's own memory, and the update's time."""
+    from lexrl.config import Config
     from lexrl.train.learner import split_micro_batches
     from lexrl.train.plan import (
         ALL_PROJECTIONS,
         Layout,
-        RunSettings,
         TokenProfile,
         gpu_for,
         largest_micro_batch,
         update_memory,
         update_seconds,
     )
+    from lexrl.train.plan_report import run_settings
 
     shape = model_shape(spec["layers"])
     turns, prompt, completion = parse_tokens(spec["tokens"])
     trajectories = spec["trajectories"]
-    settings = RunSettings(
-        dtype_bytes=2,
-        lora_rank=16,
-        lora_targets=list(ALL_PROJECTIONS),
-        micro_batch_size=spec["micro_batch_size"],
-        micro_batch_tokens=spec["micro_batch_tokens"],
-        gradient_checkpointing=spec["checkpointing"],
-        logprob_chunk_tokens=512,
-        max_new_tokens=completion,
-        vllm_max_model_len=prompt + completion,
-        max_concurrent_episodes=trajectories,
-        max_batch_size=trajectories,
-        importance_sampling="none",  # `auto` is none for the hf backend
-        beta=0.0,
-    )
+    config = Config()
+    config.model.dtype = "bfloat16"
+    config.lora.r = 16
+    config.grpo.micro_batch_size = spec["micro_batch_size"]
+    config.grpo.micro_batch_tokens = spec["micro_batch_tokens"]
+    config.grpo.gradient_checkpointing = spec["checkpointing"]
+    config.grpo.importance_sampling = "none"  # `auto` is none for the hf backend
+    config.rollout.max_new_tokens = completion
+    config.rollout.vllm_max_model_len = prompt + completion
+    config.rollout.max_concurrent_episodes = config.rollout.max_batch_size = trajectories
+    settings = run_settings(config)
     profile = TokenProfile(
         [(prompt, completion)] * (turns * trajectories),
         trajectories,
