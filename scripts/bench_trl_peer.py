@@ -2,7 +2,7 @@
 
     python scripts/bench_trl_peer.py [--config configs/lexam_cpu.yaml] [--steps 5] [--warmup 1]
         [--k 8] [--g 2] [--max-new-tokens 16] [--systems trl,lexrl-hf,lexrl-vllm-engine]
-        [--cache-dir .lexrl_cache] [--section.key value ...]
+        [--cache-dir .lexrl_cache] [--fixed-length] [--section.key value ...]
 
 Every system runs in its own subprocess of this script, one after the other, so each starts with
 free memory and none competes with another for the cores. All of them train the config's model
@@ -19,12 +19,31 @@ reward scaling and beta, on the same prompts in the same order:
 - `lexrl-hf`, `lexrl-vllm-engine`: `lexrl.train.trainer.train` with `rollout.backend` hf or
   vllm-engine; its `perf/step_s`, `perf/rollout_s`, `perf/update_s` from metrics.jsonl.
 
-The first `--warmup` steps are dropped; the table shows medians over the next `--steps`, and
-the ratio lexrl / TRL of the median step (below 1: lexrl is faster). Results go to stdout (a
-markdown table, then one JSON line); the runs' own output goes to stderr.
+The first `--warmup` steps are dropped; the table shows medians over the next `--steps` of the
+seconds per step, its rollout and update parts, the mean completion length, the completion
+tokens per second (tokens sampled in the step, mean length x G x K, over the step's seconds and
+over its rollout's), and the ratio lexrl / TRL of the median step (below 1: lexrl is faster).
+Results go to stdout (a markdown table, then one JSON line); the runs' own output goes to stderr.
 
-What still differs, and why it cannot be aligned: the sampled completions (each system draws
-its own, so their lengths differ; the table shows the mean per system); TRL scales advantages
+Completion lengths, and `--fixed-length`. Both systems sample the same distribution: softmax of
+the raw logits at temperature 1 (no top-k, top-p or min-p), stopping at the same single EOS id
+(SmolLM2's `<|im_end|>`, id 2, its generation_config's only one and the tokenizer's eos and pad),
+from the same prompt ids; with one seed, TRL's generation config and lexrl's `hf` sampler draw
+identical completions from the initial model. But the lengths are heavy-tailed: most answers
+are 2 to 7 tokens (`###B###<|im_end|>`), about one in ten rambles on to the cap, so a step's
+mean over its G*K completions moves by cap / (G*K) per such draw (8 tokens at a 128 cap), and
+each system draws its own. A batched `generate` runs until its longest row stops, so without
+`--fixed-length` the seconds per step mostly count the rambling draws each system happened to
+make. `--fixed-length` makes every completion exactly `--max-new-tokens` long in both: the EOS
+is no stop (not masked either; it may be sampled and sampling goes on) and every token is kept.
+lexrl: `rollout.ignore_eos`. TRL: `generation_kwargs` eos_token_id None, the model's
+generation_config eos cleared before each generation (`generate` fills a setting left None from
+it, and the Trainer re-aligns it with the tokenizer when training starts), and its
+`eos_token_ids` emptied so it does not cut completions at the first EOS. A system whose mean
+completion length is not the cap is reported as failed.
+
+What still differs, and why it cannot be aligned: the sampled tokens (each system draws its
+own; without `--fixed-length` their lengths differ, see above); TRL scales advantages
 by the Bessel-corrected group std, lexrl by the population std (same cost; with `dr_grpo` TRL
 divides by the completion cap, lexrl by the longest completion); lexrl's hf sampler
 also returns the logits (output_logits) to record the sampler's log-probs, which TRL does not
@@ -78,6 +97,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     parser.add_argument("--max-new-tokens", type=int, help="completion cap (default: config's)")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--cache-dir", help="where the built-in model is built and cached")
+    parser.add_argument(
+        "--fixed-length",
+        action="store_true",
+        help="every completion is exactly --max-new-tokens long: both systems sample past EOS "
+        "(lexrl's rollout.ignore_eos) and keep every token, so they do the same work",
+    )
     # Internal: the parent runs each system as `--child SYSTEM --result FILE`.
     parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -105,6 +130,7 @@ def bench_config(
     }
     fixed = {
         "rollout.backend": backend,
+        "rollout.ignore_eos": str(args.fixed_length).lower(),
         "run.max_steps": args.warmup + args.steps,
         "run.eval_before": "false",
         "run.eval_after": "false",
@@ -181,6 +207,7 @@ def run_trl(config: Config, work: Path) -> dict[str, Any]:
     env = make_env(config.env)
     path = builtin_model_dir(config.model, env.text_corpus()) or config.model.name_or_path
     model, tokenizer = load_base(config.model, path=path)
+    ignore_eos = config.rollout.ignore_eos
     rows = step_prompts(config, env, tokenizer)
     # TRL renders a conversational prompt with the chat template itself: if its ids differ from
     # the env's, the two systems would not be sampling from the same prompts.
@@ -239,9 +266,17 @@ def run_trl(config: Config, work: Path) -> dict[str, Any]:
         def __init__(self, **kwargs: Any):
             super().__init__(**kwargs)
             self.rollout_s: list[float] = []
+            if ignore_eos:
+                # TRL cuts each completion after the first of these ids; none: keep them all.
+                self.eos_token_ids = []
 
         def _generate_and_score_completions(self, inputs: list[dict]) -> dict:
             started = time.perf_counter()
+            if ignore_eos:
+                # `generate` fills a setting its generation config leaves None (TRL's, with
+                # eos_token_id None) from the model's, which the Trainer aligned with the
+                # tokenizer's EOS when training began: clear it there too, or it stops at EOS.
+                model.generation_config.eos_token_id = None
             output = super()._generate_and_score_completions(inputs)
             self.rollout_s.append(time.perf_counter() - started)
             return output
@@ -261,6 +296,8 @@ def run_trl(config: Config, work: Path) -> dict[str, Any]:
         temperature=1.0,
         top_p=1.0,
         top_k=0,
+        # Fixed length: no EOS stops `generate` (lexrl: rollout.ignore_eos).
+        generation_kwargs={"eos_token_id": None} if ignore_eos else None,
         shuffle_dataset=False,  # the rows are already in lexrl's data order
         learning_rate=grpo.learning_rate,
         lr_scheduler_type="cosine",
@@ -331,13 +368,23 @@ def child(args: argparse.Namespace, overrides: list[str]) -> None:
     Path(args.result).write_text(json.dumps(per_step))
 
 
-def summarise(per_step: dict[str, list[float]], warmup: int) -> dict[str, Any]:
+def summarise(per_step: dict[str, list[float]], warmup: int, rows_per_step: int) -> dict[str, Any]:
+    """Medians over the measured steps, with each step's completion tokens per second: the
+    tokens sampled in the step (mean completion length x G x K) over its step and rollout time."""
+    per_step = dict(per_step)
+    tokens = [t * rows_per_step for t in per_step["completion_tokens"]]
+    per_step["tokens_per_s"] = [t / s for t, s in zip(tokens, per_step["step_s"], strict=True)]
+    per_step["rollout_tokens_per_s"] = [
+        t / s for t, s in zip(tokens, per_step["rollout_s"], strict=True)
+    ]
     measured = {key: values[warmup:] for key, values in per_step.items()}
     summary: dict[str, Any] = {
         f"median_{key}": statistics.median(values) for key, values in measured.items() if values
     }
     summary["measured_steps"] = len(measured["step_s"])
-    summary["per_step_s"] = [round(s, 3) for s in measured["step_s"]]
+    # Every step, the warm-up ones first.
+    for key in ("step_s", "rollout_s", "update_s", "completion_tokens"):
+        summary[f"per_step_{key}"] = [round(value, 3) for value in per_step[key]]
     return summary
 
 
@@ -375,12 +422,15 @@ def child_argv(
     ):
         if value is not None:
             argv += [flag, str(value)]
+    if args.fixed_length:
+        argv.append("--fixed-length")
     return [*argv, "--result", str(result), *overrides]
 
 
 def parent(args: argparse.Namespace, overrides: list[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench_trl_peer_"))
     config = bench_config(args, overrides, work, "hf")
+    grpo, cap = config.grpo, config.rollout.max_new_tokens
     results: dict[str, dict[str, Any]] = {}
     try:
         for system in args.systems.split(","):
@@ -395,8 +445,17 @@ def parent(args: argparse.Namespace, overrides: list[str]) -> int:
             if done.returncode != 0:
                 results[system] = {"failed": f"exit code {done.returncode} (see stderr)"}
                 continue
-            results[system] = summarise(json.loads(result.read_text()), args.warmup)
+            per_step = json.loads(result.read_text())
+            results[system] = summarise(
+                per_step, args.warmup, grpo.tasks_per_step * grpo.num_generations
+            )
             results[system]["wall_s"] = round(time.perf_counter() - started, 1)
+            lengths = per_step["completion_tokens"]
+            if args.fixed_length and any(abs(t - cap) > 1e-6 for t in lengths):
+                # Not the same work: the ratio would mislead.
+                results[system] = {
+                    "failed": f"--fixed-length, but mean completion lengths {lengths} != {cap}"
+                }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -404,13 +463,13 @@ def parent(args: argparse.Namespace, overrides: list[str]) -> int:
     for summary in results.values():
         if trl_step and "median_step_s" in summary:
             summary["ratio_to_trl"] = summary["median_step_s"] / trl_step
-    grpo = config.grpo
     setup = {
         "config": args.config,
         "model": config.model.name_or_path,
         "k": grpo.num_generations,
         "g": grpo.tasks_per_step,
-        "max_new_tokens": config.rollout.max_new_tokens,
+        "max_new_tokens": cap,
+        "fixed_length": args.fixed_length,
         "lora_r": config.lora.r,
         "lora_alpha": config.lora.alpha,
         "learning_rate": grpo.learning_rate,
@@ -420,23 +479,28 @@ def parent(args: argparse.Namespace, overrides: list[str]) -> int:
         "steps": args.steps,
     }
     print(
-        f"K={setup['k']} G={setup['g']} max_new_tokens={setup['max_new_tokens']} "
-        f"model={setup['model']} LoRA r{setup['lora_r']}/alpha{setup['lora_alpha']} "
+        f"K={setup['k']} G={setup['g']} max_new_tokens={cap}"
+        f"{' (fixed length: EOS ignored)' if args.fixed_length else ''} model={setup['model']} "
+        f"LoRA r{setup['lora_r']}/alpha{setup['lora_alpha']} "
         f"lr={setup['learning_rate']} loss={setup['loss']}; median of {args.steps} steps after "
         f"{args.warmup} warm-up\n"
     )
-    print("| system | median s/step | rollout s | update s | tokens/completion | ratio to TRL |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| system | median s/step | rollout s | update s | tokens/completion | tokens/s (step) "
+        "| tokens/s (rollout) | ratio to TRL |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for system, summary in results.items():
         if "median_step_s" not in summary:
             note = summary.get("skipped") or summary.get("failed")
-            print(f"| {system} | {note} | | | | |")
+            print(f"| {system} | {note} | | | | | | |")
             continue
         ratio = summary.get("ratio_to_trl")
         print(
             f"| {system} | {summary['median_step_s']:.2f} | {summary['median_rollout_s']:.2f} | "
             f"{summary['median_update_s']:.2f} | {summary['median_completion_tokens']:.1f} | "
-            f"{'-' if ratio is None else f'{ratio:.2f}'} |"
+            f"{summary['median_tokens_per_s']:.1f} | {summary['median_rollout_tokens_per_s']:.1f} "
+            f"| {'-' if ratio is None else f'{ratio:.2f}'} |"
         )
     info = machine()
     print(

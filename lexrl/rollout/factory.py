@@ -23,11 +23,17 @@ def make_backend(
             rollout.vllm_max_concurrency,
             rollout.vllm_timeout_s,
             restart_wait_s=rollout.vllm_restart_wait_s,
+            ignore_eos=rollout.ignore_eos,
         )
     if rollout.backend == "vllm-engine":
         from lexrl.rollout.vllm_engine import VLLMEngineBackend
 
         return VLLMEngineBackend(base_path, config)
     return HFBackend(
-        policy, tokenizer, rollout.max_batch_size, rollout.batch_wait_ms, rollout.deterministic
+        policy,
+        tokenizer,
+        rollout.max_batch_size,
+        rollout.batch_wait_ms,
+        rollout.deterministic,
+        ignore_eos=rollout.ignore_eos,
     )

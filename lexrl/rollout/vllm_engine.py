@@ -38,6 +38,11 @@ class VLLMEngineBackend(MicroBatchedBackend):
         self.on_gpu = torch.cuda.is_available()
         if not self.on_gpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        elif rollout.vllm_gpu_memory_utilization is None:
+            raise ValueError(
+                "`rollout.vllm_gpu_memory_utilization` is unset: `lexrl train` and `lexrl eval` "
+                "fill it from the memory plan; elsewhere set it"
+            )
         self.llm = LLM(
             model=str(base_path),
             dtype=config.model.dtype,
@@ -51,6 +56,7 @@ class VLLMEngineBackend(MicroBatchedBackend):
             enable_sleep_mode=self.on_gpu,
             seed=config.run.seed,
         )
+        self.ignore_eos = rollout.ignore_eos
         self._lora = None
         self._asleep = False
 
@@ -74,6 +80,7 @@ class VLLMEngineBackend(MicroBatchedBackend):
             top_k=-1,
             min_p=0.0,
             max_tokens=sampling.max_new_tokens,
+            ignore_eos=self.ignore_eos,
             logprobs=0,
         )
         lora = self._lora if self.adapter_version > 0 else None

@@ -89,6 +89,7 @@ class VLLMServerBackend:
         max_retries: int = 3,
         keep_adapters: int = 2,
         restart_wait_s: float = 600.0,
+        ignore_eos: bool = False,
     ):
         if not base_urls:
             raise ValueError("vllm-server needs at least one URL (`rollout.vllm_urls`)")
@@ -97,6 +98,9 @@ class VLLMServerBackend:
         self.max_retries = max_retries
         self.keep_adapters = keep_adapters
         self.restart_wait_s = restart_wait_s
+        self.ignore_eos = ignore_eos
+        """Every completion runs to `max_new_tokens` past end-of-sequence (`rollout.ignore_eos`,
+        vLLM's `ignore_eos` request field)."""
         self.adapter_version = 0
         self.model_name = served_model
         # Where the adapter sampled from is saved: what a restarted replica is given again.
@@ -220,6 +224,7 @@ class VLLMServerBackend:
             "logprobs": 0,
             "return_tokens_as_token_ids": True,
             "skip_special_tokens": False,
+            "ignore_eos": self.ignore_eos,
         }
         first_failure = None
         while True:
