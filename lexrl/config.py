@@ -30,10 +30,13 @@ from lexrl.envs.gdpr.options import RETRIEVERS as GDPR_RETRIEVERS
 from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
+from lexrl.errors import LexrlError
 
 
-class ConfigError(ValueError):
+class ConfigError(LexrlError, ValueError):
     """A config file or override is malformed; the message names the file and the key."""
+
+    kind = "config"
 
 
 @dataclass
@@ -309,6 +312,11 @@ class RunConfig:
     """Evaluate the policy before GRPO."""
     eval_after: bool = True
     """Evaluate the policy after GRPO and plot the learning curve."""
+    max_failed_steps: int = 3
+    """Consecutive steps in which every episode failed (the judge down, every reply refused)
+    after which the run checkpoints and stops with an error naming the judge URL and the last
+    failure. A step with no scored episode trains on nothing, so it only looks alive. 0: never
+    stop."""
     preflight: bool = True
     """On CUDA, check the run's memory plan (`lexrl plan`) before loading anything and refuse a
     configuration whose training process cannot fit its GPU. The plan sizes every row at the

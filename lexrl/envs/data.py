@@ -10,6 +10,8 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from pathlib import Path
 from typing import TypeVar
 
+from lexrl.errors import LexrlError
+
 T = TypeVar("T")
 
 TABLE_FORMATS = {
@@ -21,8 +23,10 @@ TABLE_FORMATS = {
 }
 
 
-class DatasetError(ValueError):
+class DatasetError(LexrlError, ValueError):
     """A dataset file is missing or malformed; the message names the file and line."""
+
+    kind = "data"
 
 
 def read_json(path: str | Path) -> object:

@@ -28,12 +28,15 @@ from collections.abc import Sequence
 import numpy as np
 import openai
 
+from lexrl.errors import LexrlError
 from lexrl.retrieval.dense import TextKind
 from lexrl.secrets import resolve_api_key, scrub
 
 
-class EndpointError(RuntimeError):
+class EndpointError(LexrlError, RuntimeError):
     """A served model failed after the retries; the message names the URL and the reply."""
+
+    kind = "endpoint"
 
 
 class _Endpoint:

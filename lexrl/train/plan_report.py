@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 
 from lexrl.config import Config, validate_mix
+from lexrl.errors import LexrlError
 from lexrl.retrieval.options import RetrievalConfig
 from lexrl.train.plan import (
     CUDA_CONTEXT_BYTES,
@@ -47,8 +48,10 @@ SLEEP_WAKE_S = 1.5
 model wakes in about 1 s)."""
 
 
-class PlanError(ValueError):
+class PlanError(LexrlError, ValueError):
     """The plan cannot be made (unknown model shape, unreadable trajectories)."""
+
+    kind = "plan"
 
 
 def model_shape(name_or_path: str, key: str, config: Config | None = None) -> ModelShape:
