@@ -31,6 +31,7 @@ from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
 from lexrl.errors import LexrlError
+from lexrl.secrets import remember
 
 
 class ConfigError(LexrlError, ValueError):
@@ -401,6 +402,8 @@ def check_no_credentials(config: Config) -> None:
             raise ConfigError(
                 f"`{path}` must be the NAME of an environment variable (A-Z, 0-9, _), not a key"
             )
+        if path.endswith("api_key_env"):
+            remember(value)
         if value.startswith(("http://", "https://")):
             url = urlsplit(value)
             if url.username is not None or url.password is not None:
