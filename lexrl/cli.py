@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from pathlib import Path
 
 from lexrl.config import Config, ConfigError, load_config
+from lexrl.errors import BUG_REPORT_URL, CheckpointError, LexrlError
+from lexrl.secrets import scrub
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -114,11 +117,7 @@ def _load(path: str | None, overrides: list[str], required: bool = True) -> Conf
             file=sys.stderr,
         )
         raise SystemExit(2)
-    try:
-        return load_config(path, overrides)
-    except ConfigError as error:
-        print(f"config error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+    return load_config(path, overrides)
 
 
 def _policy_from_checkpoint(config: Config, checkpoint: str | None):
@@ -133,7 +132,7 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     adapter = Path(checkpoint) / "adapter" if checkpoint else None
     if adapter is not None and not (adapter / "adapter_model.safetensors").is_file():
-        raise SystemExit(f"no adapter in {adapter}: pass a folder written by `lexrl train`")
+        raise CheckpointError(f"no adapter in {adapter}: pass a folder written by `lexrl train`")
     trained_on = adapter_base(adapter) if adapter is not None else None
     if trained_on is not None:
         print(f"base: {trained_on} (the checkpoint's, from its adapter_config.json)")
@@ -187,9 +186,10 @@ def _plan(config: Config, args: argparse.Namespace) -> None:
             config, args.trajectories, args.episodes, args.turns, args.tokens
         )
         plans = make_plan(config, gpu, args.gpus, profile, args.layout)
-    except (PlanError, ValueError) as error:
-        print(f"plan error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+    except LexrlError:
+        raise
+    except ValueError as error:
+        raise PlanError(str(error)) from None
     print(render(plans, gpu, profile, note))
     if args.json:
         print(plan_json(plans))
@@ -205,7 +205,7 @@ def _index(config: Config) -> None:
 
     retrieval = config.env.statute.retrieval
     if not retrieval.dense_model:
-        raise SystemExit("nothing to index: set `env.statute.retrieval.dense_model`")
+        raise ConfigError("nothing to index: set `env.statute.retrieval.dense_model`")
     env = make_env(config.env)
     start = time.perf_counter()
     retriever = build_dense(retrieval, env.documents)
@@ -224,17 +224,25 @@ def _index(config: Config) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from lexrl.hub import ModelUnavailable
-    from lexrl.train.plan_report import PlanError
-
+    """Run a command. An anticipated error (`lexrl.errors.LexrlError`: config, data, model,
+    endpoint, checkpoint, run folder, plan, run) ends it in one line on stderr with its kind's
+    exit code; Ctrl-C in 130; anything else is a lexrl bug and keeps its traceback."""
     try:
         _run(argv)
-    except ModelUnavailable as error:
-        print(f"model error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except PlanError as error:
-        print(f"plan error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+    except LexrlError as error:
+        print(f"{error.kind} error: {scrub(str(error))}", file=sys.stderr)
+        raise SystemExit(error.exit_code) from None
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        raise SystemExit(130) from None
+    except Exception:
+        traceback.print_exc()
+        print(
+            f"this is a lexrl bug, not an error in your input: please report it with the "
+            f"traceback above at {BUG_REPORT_URL}",
+            file=sys.stderr,
+        )
+        raise SystemExit(1) from None
 
 
 def _run(argv: list[str] | None) -> None:
@@ -248,6 +256,8 @@ def _run(argv: list[str] | None) -> None:
                 config.env.name = args.name
             print(json.dumps(make_env(config.env).stats(), indent=2, ensure_ascii=False))
             return
+        if args.name is not None and args.name not in REGISTRY:
+            raise ConfigError(f"unknown env {args.name!r}; registered: {', '.join(REGISTRY)}")
         for name, (_, description) in REGISTRY.items():
             if args.name in (None, name):
                 print(f"{name:10s} {description}")
@@ -272,9 +282,11 @@ def _run(argv: list[str] | None) -> None:
     if args.command == "plan":
         _plan(config, args)
     elif args.command == "train":
+        from lexrl.train.run_lock import run_folder_lock
         from lexrl.train.trainer import train
 
-        train(config)
+        with run_folder_lock(config.run.output_dir):
+            train(config)
     elif args.command == "eval":
         _evaluate(config, args.checkpoint)
     elif args.command == "index":

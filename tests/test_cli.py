@@ -206,7 +206,7 @@ def test_stats_load_no_retrieval_model(tmp_path):
 def test_a_model_neither_local_nor_on_the_hub_fails_in_one_line(tmp_path):
     config = csaid_config(tmp_path, "no-such-org/no-such-embedder")
     result = run_lexrl("eval", str(config))
-    assert result.returncode == 2
+    assert result.returncode == 4
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("model error: `env.statute.retrieval.dense_model`: ")
@@ -226,7 +226,7 @@ def test_a_model_neither_local_nor_on_the_hub_fails_in_one_line(tmp_path):
         "--model.name_or_path",
         "no-such-org/no-such-llm",
     )
-    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.returncode == 4 and "Traceback" not in result.stderr
     assert (
         result.stderr.strip()
         .splitlines()[-1]

@@ -1,5 +1,7 @@
-"""Stop at a step boundary when a cluster scheduler asks: Slurm (`scancel`, the end of the time
-limit, preemption) and Kubernetes send SIGTERM, then SIGKILL a grace period later.
+"""Stop at a step boundary when a cluster scheduler asks (Slurm's `scancel`, the end of the time
+limit, preemption and Kubernetes send SIGTERM, then SIGKILL a grace period later) or the user
+presses Ctrl-C (SIGINT) once. A second Ctrl-C aborts at once: the run resumes from the last
+checkpoint.
 
 The handler only records the signal. The trainer looks at it once a step is complete, writes a
 checkpoint and returns normally (exit code 0), so `--run.resume true` continues with the next
@@ -10,6 +12,7 @@ half-written checkpoint, an optimizer step or a collective of the other processe
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from types import FrameType
 from typing import Any
@@ -18,20 +21,35 @@ from accelerate import Accelerator
 
 from lexrl.train.learner import sum_over_processes
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
 
 class StopRequest:
-    """Records SIGTERM while installed (from `__init__` to `restore`)."""
+    """Records SIGTERM and a first SIGINT while installed (from `__init__` to `restore`)."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
-        self._previous: Any = None
+        self._previous: dict[int, Any] = {}
         # Python delivers signals to the main thread only, and refuses handlers from others
         # (a train() called from a worker thread keeps the default behaviour).
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._record)
+            self._previous = {s: signal.signal(s, self._record) for s in STOP_SIGNALS}
 
     def _record(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and self.signal == signal.SIGINT:
+            raise KeyboardInterrupt
+        if signum == signal.SIGINT:
+            print(
+                "Ctrl-C: finishing this step and writing a checkpoint (Ctrl-C again aborts; "
+                "the run then resumes from the last checkpoint)",
+                file=sys.stderr,
+            )
         self.signal = signum
+
+    @property
+    def name(self) -> str:
+        """The signal received, e.g. `SIGTERM` (empty when none)."""
+        return signal.Signals(self.signal).name if self.signal is not None else ""
 
     def agreed(self, accelerator: Accelerator) -> bool:
         """Whether any process got the signal. Every process calls it at the end of every step
@@ -41,6 +59,6 @@ class StopRequest:
         return sum_over_processes({"stop": asked}, accelerator)["stop"] > 0
 
     def restore(self) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._previous = None
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}

@@ -209,7 +209,7 @@ def test_lexrl_train_refuses_a_run_its_gpu_cannot_hold(monkeypatch, capsys, tmp_
     ]
     with pytest.raises(SystemExit) as exit_info:
         cli.main(argv)
-    assert exit_info.value.code == 2
+    assert exit_info.value.code == 8
     message = capsys.readouterr().err.strip()
     assert message.startswith("plan error: this run cannot fit its GPU")
     assert "activations" in message and "grpo.gradient_checkpointing: true" in message
