@@ -38,6 +38,13 @@ EXIT_CODES = {
 bug (a traceback), 130 an interrupt, 143 a SIGTERM."""
 
 
+class ConfigError(LexrlError, ValueError):
+    """A config file or value is malformed or inconsistent; the message names the file and the
+    key. (`lexrl.config.ConfigError` is this class.)"""
+
+    kind = "config"
+
+
 class CheckpointError(LexrlError):
     """A checkpoint is incomplete, damaged or cannot be written; the message names the file."""
 

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from lexrl.errors import ConfigError
+
 MASK = "***"
 _secret_variables: set[str] = {"WANDB_API_KEY"}
 
@@ -35,7 +37,7 @@ def resolve_api_key(api_key_env: str, model: str, required: bool = True) -> str:
     if key:
         return key
     if api_key_env and required:
-        raise ValueError(f"{model}: environment variable {api_key_env} (api_key_env) is not set")
+        raise ConfigError(f"{model}: environment variable {api_key_env} (api_key_env) is not set")
     # The openai client refuses an empty key; servers without authentication ignore this one.
     return "EMPTY"
 

@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from lexrl.errors import ConfigError
 from lexrl.hub import loading
 from lexrl.retrieval.base import CachedRetriever, Retriever
 from lexrl.retrieval.bm25 import BM25Retriever
@@ -38,7 +39,7 @@ def _device(config: RetrievalConfig) -> str | None:
 
 def build_encoder(config: RetrievalConfig, documents: Sequence[str]) -> Encoder:
     if not config.dense_model:
-        raise ValueError("no dense model: set `env.statute.retrieval.dense_model`")
+        raise ConfigError("no dense model: set `env.statute.retrieval.dense_model`")
     if config.dense_endpoint:
         return EndpointEncoder(
             config.dense_endpoint,
@@ -57,7 +58,7 @@ def build_encoder(config: RetrievalConfig, documents: Sequence[str]) -> Encoder:
 
 def build_reranker(config: RetrievalConfig, documents: Sequence[str]) -> Reranker:
     if not config.reranker_model:
-        raise ValueError("no reranker: set `env.statute.retrieval.reranker_model`")
+        raise ConfigError("no reranker: set `env.statute.retrieval.reranker_model`")
     if config.reranker_endpoint:
         return EndpointReranker(
             config.reranker_endpoint, config.reranker_model, api_key_env=config.api_key_env

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from lexrl.config import Config
+from lexrl.errors import ConfigError
 from lexrl.rollout.backend import Completion, MicroBatchedBackend, Sampling
 from lexrl.rollout.serve import max_lora_rank
 from lexrl.rollout.vllm_server import adapter_name
@@ -39,7 +40,7 @@ class VLLMEngineBackend(MicroBatchedBackend):
         if not self.on_gpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         elif rollout.vllm_gpu_memory_utilization is None:
-            raise ValueError(
+            raise ConfigError(
                 "`rollout.vllm_gpu_memory_utilization` is unset: `lexrl train` and `lexrl eval` "
                 "fill it from the memory plan; elsewhere set it"
             )

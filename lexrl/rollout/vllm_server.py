@@ -41,6 +41,7 @@ from pathlib import Path
 import httpx
 import openai
 
+from lexrl.errors import ConfigError
 from lexrl.retrieval.endpoints import EndpointError
 from lexrl.rollout.backend import Completion, Sampling
 
@@ -92,7 +93,7 @@ class VLLMServerBackend:
         ignore_eos: bool = False,
     ):
         if not base_urls:
-            raise ValueError("vllm-server needs at least one URL (`rollout.vllm_urls`)")
+            raise ConfigError("vllm-server needs at least one URL (`rollout.vllm_urls`)")
         self.base_urls = [url.rstrip("/") for url in base_urls]
         self.served_model = served_model
         self.max_retries = max_retries

@@ -24,6 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lexrl.config import WarmstartConfig
 from lexrl.envs.base import Env
+from lexrl.errors import ConfigError
 from lexrl.models import code_version, replace_dir
 from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.train.advantages import Row
@@ -36,7 +37,7 @@ def scripted_rows(
     rng = random.Random(seed)
     tasks = env.warmstart_tasks()
     if not tasks:
-        raise ValueError(
+        raise ConfigError(
             f"env {env.name!r} has no tasks its scripted teacher can play: set "
             "`warmstart.enabled: false`"
         )

@@ -123,3 +123,63 @@ def test_sigterm_to_every_process_of_an_accelerate_launch_checkpoints_and_resume
     assert resume.returncode == 0, resume.stderr[-3000:]
     assert "resumed from" in resume.stderr
     _assert_resumed_every_step_once(out)
+
+
+def _start(config, tmp_path, *overrides: str) -> tuple[subprocess.Popen, object]:
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
+    log = tmp_path / "train.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            lexrl_command("train", str(config), "--run.save_every", "1000", *overrides),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    return process, log
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_training_finishes_the_step_checkpoints_and_says_so(tmp_path, model_cache):
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "run.yaml", model_cache, out, steps=STEPS, evals=False)
+    process, log = _start(config, tmp_path)
+    _wait_for_a_step(process, out, log)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=600) == 0, log.read_text()[-3000:]
+    text = log.read_text()
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
+    assert "Ctrl-C: finishing this step" in text and "stopped by SIGINT" in text
+    _assert_stopped_at_a_checkpointed_step(out)
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_aborts_at_once_in_one_line(tmp_path, model_cache):
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "run.yaml", model_cache, out, steps=STEPS, evals=False)
+    process, log = _start(config, tmp_path)
+    _wait_for_a_step(process, out, log)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=120) == 130, log.read_text()[-3000:]
+    text = log.read_text()
+    assert "Traceback" not in text, text[-3000:]
+    assert text.strip().splitlines()[-1] == "interrupted (Ctrl-C)"
+    assert not (out / ".lexrl.lock").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_before_the_first_step_ends_in_one_line(tmp_path, model_cache):
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "run.yaml", model_cache, out, steps=STEPS, evals=False)
+    # Warm-start on: it is what runs before the first step of a fresh cache.
+    process, log = _start(config, tmp_path, "--warmstart.num_episodes", "2000")
+    deadline = time.time() + 120
+    while "warm-start" not in log.read_text().lower() and time.time() < deadline:
+        assert process.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=120) == 130, log.read_text()[-3000:]
+    text = log.read_text()
+    assert "Traceback" not in text and text.strip().splitlines()[-1] == "interrupted (Ctrl-C)"
+    assert not _logged_steps(out)
