@@ -125,10 +125,14 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
     from accelerate import Accelerator
 
     from lexrl.rollout.factory import make_backend
-    from lexrl.train.checkpoint import load_adapter_weights
+    from lexrl.train.checkpoint import load_adapter_weights, verify_checkpoint
     from lexrl.train.plan_report import resolve_engine_memory
     from lexrl.train.trainer import build_policy
 
+    if checkpoint:
+        # An evaluation reads only the adapter: a checkpoint whose optimizer state was deleted
+        # to save space still evaluates.
+        verify_checkpoint(checkpoint, within="adapter")
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     adapter = Path(checkpoint) / "adapter" if checkpoint else None
     if adapter is not None and not (adapter / "adapter_model.safetensors").is_file():
