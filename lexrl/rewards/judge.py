@@ -7,9 +7,9 @@ the `openai` client's own (connection errors, timeouts, 408/409/429/5xx with exp
 and Retry-After); on top of it, an unparsable reply is re-asked with the reason, and a 200 that
 is no completion (no choices, a body that is not JSON) is asked again. A judge that
 still fails makes the whole sample failed, with score None: callers exclude it from training and
-metrics (`judge/failed`) instead of scoring it 0; its stored reason is scrubbed of API keys
-(`lexrl.secrets`). Parsed scores are cached on disk, one JSON file per key written atomically,
-so a re-evaluation in another process pays nothing twice.
+metrics (`judge/failed`) instead of scoring it 0; its stored reason names the judge's URL and is
+scrubbed of API keys (`lexrl.secrets`). Parsed scores are cached on disk, one JSON file per key
+written atomically and scrubbed, so a re-evaluation in another process pays nothing twice.
 
     judges = [JudgeConfig("http://host:8000/v1", "Qwen/Qwen3-32B")]
     client = JudgeClient(judges, cache_dir=".lexrl_cache/judge")
@@ -35,7 +35,7 @@ import openai
 
 from lexrl.rewards import reference_judge
 from lexrl.rewards.judge_config import JudgeConfig
-from lexrl.secrets import resolve_api_key, scrub
+from lexrl.secrets import resolve_api_key, scrub, write_text
 
 T = TypeVar("T")
 
@@ -60,7 +60,8 @@ class JudgeCall:
     score: float | None
     """The parsed score; None when the call failed."""
     error: str | None = None
-    """Why the call failed (`unparsable after 3 replies: ...`, `APIConnectionError: ...`)."""
+    """Why the call failed, after the judge's URL (`http://host:8000/v1: unparsable after 3
+    replies: ...`, `http://host:8000/v1: APIConnectionError: ...`); scrubbed of API keys."""
     cached: bool = False
     """Served from the on-disk cache, no request sent."""
     attempts: int = 0
@@ -215,9 +216,10 @@ class _DiskCache:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        os.close(handle)
         try:
-            with os.fdopen(handle, "w", encoding="utf-8") as file:
-                json.dump(entry, file, ensure_ascii=False)
+            # A reply may echo the request's key (a proxy that reflects headers).
+            write_text(temporary, json.dumps(entry, ensure_ascii=False))
             os.replace(temporary, path)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
@@ -344,12 +346,15 @@ class JudgeClient:
         self._stats["requests"] += exchange.requests
         self._stats["parse_retries"] += max(exchange.requests - 1, 0)
         reply = exchange.replies[-1] if exchange.replies else None
+        # The URL first: a run halted by failing episodes, and the evaluation reports, name the
+        # judge to fix. A refused reply quoted in the reason may echo the key, hence the scrub.
+        error = None if exchange.error is None else scrub(f"{config.base_url}: {exchange.error}")
         call = JudgeCall(
             config.model,
             exchange.messages,
             reply,
             exchange.value,
-            exchange.error,
+            error,
             False,
             exchange.requests,
         )

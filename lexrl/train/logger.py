@@ -1,9 +1,13 @@
 """Metrics to Weights & Biases, the console and `metrics.jsonl`; never crashes a run.
 
 Keys are namespaced (`reward/<component>`, `env/<metric>`, `agent/<role>/...`, `loss/...`,
-`perf/...`). W&B runs offline unless WANDB_API_KEY is set (`logging.wandb_mode: auto`); if W&B
-cannot start or log, the run goes on with the local files and says so once (W&B's message
-scrubbed of API keys, `lexrl.secrets`).
+`perf/...`). A mean over nothing (a step whose every episode failed has no reward) is left out
+of the step's metrics, never written as 0: metrics.jsonl stays strict JSON, W&B shows a gap and
+the console `n/a`. W&B runs offline unless WANDB_API_KEY is set (`logging.wandb_mode: auto`); if
+W&B cannot start or log, the run goes on with the local files and says so once.
+
+Everything written, printed or handed to W&B passes through `lexrl.secrets` first: sample turns
+carry model and judge text, and a judge behind a proxy that echoes headers may reply with the key.
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ from rich.console import Console
 from tqdm.auto import tqdm
 
 from lexrl.config import Config, LoggingConfig
-from lexrl.secrets import scrub
+from lexrl.secrets import scrub, scrub_tree, write_text
 
 console = Console(stderr=True)
+
+SHOWN = ("reward/total", "env/mas_recall", "loss/policy", "perf/step")
+"""The metrics (prefixes) of a step's console line."""
 
 
 def resolve_wandb_mode(config: LoggingConfig) -> str:
@@ -53,14 +60,14 @@ class RunLogger:
                 if resume and run_id_file.is_file()
                 else secrets.token_hex(4)
             )
-            run_id_file.write_text(run_id)
+            write_text(run_id_file, run_id)
             self._wandb = wandb.init(
                 project=config.logging.wandb_project,
                 dir=str(self.output_dir),
                 mode=mode,
                 id=run_id,
                 resume="allow",
-                config=json.loads(json.dumps(_as_dict(config), default=str)),
+                config=scrub_tree(json.loads(json.dumps(_as_dict(config), default=str))),
             )
         except Exception as error:  # noqa: BLE001 - W&B trouble must not stop training
             warnings.warn(scrub(f"W&B disabled for this run: {error}"), stacklevel=2)
@@ -75,31 +82,23 @@ class RunLogger:
                     for line in path.read_text(encoding="utf-8").splitlines()
                     if json.loads(line)["step"] <= step
                 ]
-                path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+                write_text(path, "".join(line + "\n" for line in kept))
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         if not self.enabled:
             return
-        with self.metrics_path.open("a", encoding="utf-8") as file:
-            file.write(json.dumps({"step": step, **metrics}) + "\n")
-        shown = {
-            k: metrics[k]
-            for k in metrics
-            if k.startswith(("reward/total", "env/mas_recall", "loss/policy", "perf/step"))
-        }
+        write_text(self.metrics_path, json.dumps({"step": step, **metrics}) + "\n", append=True)
         # tqdm.write keeps the step bar below the lines instead of tearing it.
-        tqdm.write(
-            f"step {step}: " + "  ".join(f"{k}={v:.4f}" for k, v in shown.items()), file=sys.stderr
-        )
-        self._wandb_call("log", metrics, step=step)
+        tqdm.write(scrub(step_line(step, metrics)), file=sys.stderr)
+        self._wandb_call("log", scrub_tree(metrics), step=step)
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         """A table of sample turns per role (role, prompt tail, completion, reward)."""
         if not self.enabled or not rows:
             return
-        with self.samples_path.open("a", encoding="utf-8") as file:
-            for row in rows:
-                file.write(json.dumps({"step": step, **row}, ensure_ascii=False) + "\n")
+        rows = scrub_tree(rows)
+        lines = (json.dumps({"step": step, **row}, ensure_ascii=False) + "\n" for row in rows)
+        write_text(self.samples_path, "".join(lines), append=True)
         if self._wandb is not None:
             try:
                 import wandb
@@ -124,6 +123,24 @@ class RunLogger:
     def finish(self) -> None:
         if self._wandb is not None:
             self._wandb_call("finish")
+
+
+def failed_episodes(metrics: dict[str, float]) -> str | None:
+    """`failed/episodes` of a step (`4/4`), or None when no episode failed."""
+    if not metrics.get("judge/failed"):
+        return None
+    return f"{metrics['judge/failed']:.0f}/{metrics['count/episodes']:.0f}"
+
+
+def step_line(step: int, metrics: dict[str, float]) -> str:
+    """The console line of a step: its reward (`n/a` when no episode was scored), the other
+    `SHOWN` metrics it has, and the failed episodes when there are any."""
+    shown = {"reward/total": "n/a"}
+    shown.update({k: f"{v:.4f}" for k, v in metrics.items() if k.startswith(SHOWN)})
+    failed = failed_episodes(metrics)
+    if failed is not None:
+        shown["failed"] = failed
+    return f"step {step}: " + "  ".join(f"{k}={v}" for k, v in shown.items())
 
 
 def _as_dict(config: Config) -> dict:

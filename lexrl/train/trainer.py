@@ -33,6 +33,7 @@ from transformers import PreTrainedTokenizerBase
 from lexrl.config import Config, save_config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env
+from lexrl.errors import RunHalted
 from lexrl.eval.evaluate import evaluate, print_summary
 from lexrl.eval.plots import headline_panels, plot_before_after, plot_learning_curve
 from lexrl.models import (
@@ -54,9 +55,14 @@ from lexrl.train.advantages import (
     shard_step,
     split_group_advantages,
 )
-from lexrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from lexrl.train.checkpoint import (
+    checkpoint_dir,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from lexrl.train.learner import Learner, make_accelerator, sum_over_processes, uses_deepspeed
-from lexrl.train.logger import RunLogger, console
+from lexrl.train.logger import RunLogger, console, failed_episodes
 from lexrl.train.plan_report import refuse_if_cannot_fit, resolve_engine_memory
 from lexrl.train.preemption import StopRequest
 from lexrl.train.warmstart import build_warmstarted_base
@@ -208,28 +214,33 @@ def reduce_metric_sums(
 def metric_means(totals: dict[str, float]) -> dict[str, float]:
     """Means from summed statistics: per scored episode (rewards, env metrics, planner actions;
     a failed episode is counted in `judge/failed` instead), per episode (turns), per group
-    (reward std), per turn (`agent/<role>/tokens`)."""
-    totals = dict(totals)
-    episodes = max(totals.pop("count/episodes"), 1.0)
-    scored = max(episodes - totals["judge/failed"], 1.0)
-    groups = max(totals.pop("count/groups"), 1.0)
-    out = {"count/episodes": episodes}
+    (reward std), per turn (`agent/<role>/tokens`). A mean over nothing is left out: a step
+    whose every episode failed has no reward, which a 0 would hide."""
+    out = {"count/episodes": totals["count/episodes"]}
     for key, value in totals.items():
-        if key == "reward/group_std":
-            out[key] = value / groups
-        elif key.startswith(("reward/", "env/", "agent/planner/action/")):
-            out[key] = value / scored
-        elif key.endswith("/turns"):
-            out[key] = value / episodes
-        elif key.endswith("/tokens"):
-            out[key] = value / max(totals[key.replace("/tokens", "/turns")], 1.0)
-        elif key.startswith("agent/") and key.endswith("/reward"):
-            out[key] = value / max(totals[key.replace("/reward", "/rewarded")], 1.0)
-        elif key.startswith("agent/") and key.endswith("/rewarded"):
+        if key in ("count/episodes", "count/groups") or key.endswith("/rewarded"):
             continue
-        else:
+        count = _mean_over(key, totals)
+        if count is None:
             out[key] = value
+        elif count:
+            out[key] = value / count
     return out
+
+
+def _mean_over(key: str, totals: dict[str, float]) -> float | None:
+    """What the sum `key` is averaged over (`metric_means`); None for a count logged as is."""
+    if key == "reward/group_std":
+        return totals["count/groups"]
+    if key.startswith(("reward/", "env/", "agent/planner/action/")):
+        return totals["count/episodes"] - totals["judge/failed"]
+    if key.endswith("/turns"):
+        return totals["count/episodes"]
+    if key.endswith("/tokens"):
+        return totals[key.replace("/tokens", "/turns")]
+    if key.startswith("agent/") and key.endswith("/reward"):
+        return totals[key.replace("/reward", "/rewarded")]
+    return None
 
 
 def metric_keys(env: Env) -> list[str]:
@@ -540,9 +551,9 @@ class StepLog:
         losses: dict[str, float],
         perf: dict[str, float],
         started: float,
-    ) -> None:
+    ) -> dict[str, float]:
         """The step's episode statistics, `losses` and timings (`perf`, and the whole step's since
-        `started`); logged, with sample turns, at the steps `logging` asks for."""
+        `started`), returned; logged, with sample turns, at the steps `logging` asks for."""
         run, logging = self.run, self.run.config.logging
         members = list(run.env.member_envs())
         metrics = reduce_metric_sums(
@@ -551,16 +562,59 @@ class StepLog:
         metrics.update(losses)
         metrics.update({**perf, "perf/step_s": time.perf_counter() - started})
         self.bar.update(1)
-        self.bar.set_postfix(
-            reward=f"{metrics['reward/total']:.3f}", step_s=f"{metrics['perf/step_s']:.1f}"
-        )
+        reward = metrics.get("reward/total")
+        postfix = {"reward": "n/a" if reward is None else f"{reward:.3f}"}
+        postfix["step_s"] = f"{metrics['perf/step_s']:.1f}"
+        failed = failed_episodes(metrics)
+        if failed is not None:
+            postfix["failed"] = failed
+        self.bar.set_postfix(postfix)
         if step % logging.log_every == 0:
             self.logger.log(step, metrics)
         if logging.samples_every and step % logging.samples_every == 0:
             self.logger.log_samples(step, sample_rows(groups, run.tokenizer))
+        return metrics
 
     def close(self) -> None:
         self.bar.close()
+
+
+class FailedSteps:
+    """Halts a run after `run.max_failed_steps` consecutive steps in which every episode failed
+    (0: never): such a step trains on nothing (the judge down, every reply refused), so a run
+    that goes on only looks alive."""
+
+    MAX_REASON = 300
+    """Characters of the last failure reason kept for the message, which stays one line."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.streak = 0
+        self.failed = ""
+        self.reason = ""
+
+    def halts_after(self, metrics: dict[str, float], groups: list[Group]) -> bool:
+        """Whether the run stops after this step. `metrics` are summed over the processes, so
+        every process decides alike; the reason is this process's last failed episode's."""
+        episodes, failed = metrics["count/episodes"], metrics["judge/failed"]
+        if not episodes or failed < episodes:
+            self.streak = 0
+            return False
+        self.streak += 1
+        self.failed = f"{failed:.0f} of {episodes:.0f}"
+        reasons = [t.failed for g in groups for t in g.trajectories if t.failed]
+        reason = " ".join(reasons[-1].split()) if reasons else "no reason recorded"
+        if len(reason) > self.MAX_REASON:
+            reason = reason[: self.MAX_REASON] + "..."
+        self.reason = reason
+        return 0 < self.limit <= self.streak
+
+    def error(self, checkpoint: Path) -> RunHalted:
+        return RunHalted(
+            f"{self.failed} episodes failed in each of the last {self.streak} steps "
+            f"({self.reason}); checkpoint {checkpoint} written: fix the judge, then resume with "
+            "--run.resume true"
+        )
 
 
 def write_checkpoint(run: Run, step: int, state: dict[str, Any]) -> None:
@@ -598,7 +652,8 @@ def evaluate_after(
 
 def train(config: Config) -> dict[str, dict[str, float]]:
     """GRPO steps up to `run.max_steps` (fewer after a SIGTERM); returns the evaluation summaries,
-    `before` and `after`."""
+    `before` and `after`. Raises RunHalted, its checkpoint written, when every episode fails for
+    `run.max_failed_steps` steps in a row (`FailedSteps`)."""
     accelerator = make_accelerator()
     shard = step_shard(config, accelerator)
     refuse_if_cannot_fit(config, accelerator.num_processes, uses_deepspeed(accelerator))
@@ -611,8 +666,9 @@ def train(config: Config) -> dict[str, dict[str, float]]:
 
     rollouts = Rollouts(run)
     progress = StepLog(run, logger, step)
+    failures = FailedSteps(config.run.max_failed_steps)
     stop = StopRequest()
-    stopping = False
+    stopping = halted = False
     while step < config.run.max_steps:
         started = time.perf_counter()
         episodes = rollouts.next(step, state)
@@ -625,16 +681,21 @@ def train(config: Config) -> dict[str, dict[str, float]]:
             "perf/update_s": update_s,
             "perf/adapter_sync_s": sync_s,
         }
-        progress.record(step, episodes.groups, losses, perf, started)
+        metrics = progress.record(step, episodes.groups, losses, perf, started)
+        halted = failures.halts_after(metrics, episodes.groups)
         stopping = stop.agreed(accelerator)
-        if step % config.run.save_every == 0 or step == config.run.max_steps or stopping:
+        last = step == config.run.max_steps or stopping or halted
+        if step % config.run.save_every == 0 or last:
             write_checkpoint(run, step, state)
-        if stopping:
+        if stopping or halted:
             break
 
     progress.close()
     stop.restore()
     rollouts.close()
+    if halted:
+        logger.finish()
+        raise failures.error(checkpoint_dir(run.output_dir, step))
     if stopping and run.main:
         console.print(
             f"stopped by SIGTERM after step {step}, checkpoint written: continue with "

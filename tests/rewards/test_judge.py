@@ -182,7 +182,9 @@ def test_a_failed_judge_fails_the_sample_with_no_score(tmp_path):
     assert result.failed and result.score is None
     failed = result.calls[1]
     assert failed.score is None and failed.reply == "[[2.0]]" and failed.attempts == 3
-    assert failed.error.startswith("unparsable after 3 replies: the score [[2.0]]")
+    assert failed.error.startswith(
+        "http://judge.test/v1: unparsable after 3 replies: the score [[2.0]]"
+    )
     assert failed.messages == server.requests[-1]["messages"] and len(failed.messages) == 6
     assert stats["failures"] == 1 and stats["parse_retries"] == 2
     json.dumps([asdict(call) for call in result.calls])
@@ -246,7 +248,8 @@ def test_transport_failures_are_retried_by_the_client_then_fail_the_sample(failu
     assert time.perf_counter() - start < 5
     assert len(server.requests) == 2, "one try and one retry by the openai client"
     assert result.failed and result.score is None
-    assert result.calls[0].error.startswith(error) and result.calls[0].reply is None
+    assert result.calls[0].error.startswith(f"http://judge.test/v1: {error}")
+    assert result.calls[0].reply is None
     assert stats["failures"] == 1 and stats["requests"] == 1
 
 

@@ -129,7 +129,7 @@ def test_an_outage_longer_than_the_retries_fails_the_sample_then_the_judge_is_as
     judge.script = [fault] * 3
     result, stats = score(judge, tmp_path, max_retries=2, max_parse_retries=2)
     assert result.failed and result.score is None, "a failure is never a score"
-    assert result.calls[0].error.startswith(reason), result.calls[0].error
+    assert result.calls[0].error.startswith(f"{judge.url}: {reason}"), result.calls[0].error
     assert judge.requests == 3 and stats["failures"] == 1
     # Back up: the failure was not cached, the same sample is judged.
     again, stats = score(judge, tmp_path)

@@ -186,7 +186,8 @@ def test_smollm2_served_by_lexrl_serve_judges_lexam_open_answers(live_server, to
         assert trajectory.components == {"score": trajectory.reward}
     for trajectory in failed:
         # The server is up: a failure can only be the judge's unparsable replies.
-        assert trajectory.failed.startswith("judge failed: unparsable after"), trajectory.failed
+        expected = f"judge failed: {live_server.url}/v1: unparsable after"
+        assert trajectory.failed.startswith(expected), trajectory.failed
         assert trajectory.components == {} and trajectory.reward == 0.0
     assert len(scored) + len(failed) == len(trajectories)
     for trajectory in trajectories:

@@ -92,4 +92,4 @@ def test_a_builtin_judge_needs_no_api_key(monkeypatch):
         client.score([{"role": "user", "content": "no blocks"}], parse_bracket_score)
     )
     assert result.failed and result.score is None
-    assert result.calls[0].error.startswith("unparsable after 3 replies")
+    assert result.calls[0].error.startswith(f"{BUILTIN_URL}: unparsable after 3 replies")
