@@ -166,17 +166,13 @@ def adapter_base(adapter: Path) -> str | None:
 
 def _evaluate(config: Config, checkpoint: str | None) -> None:
     from lexrl.envs import make_env
-    from lexrl.eval.evaluate import eval_tasks, evaluation_dir, evaluation_report, rollout_split
+    from lexrl.eval.evaluate import evaluate_checkpoint
 
     if config.eval.policy:
         env, backend, tokenizer = _policy_from_checkpoint(config, checkpoint)
-        groups = rollout_split(env, backend, tokenizer, config, f"eval {config.eval.split}")
+        path = evaluate_checkpoint(env, config, checkpoint, backend, tokenizer)
     else:
-        env, groups = make_env(config.env), None
-    out_dir = evaluation_dir(config, checkpoint, env.evaluation_label())
-    path = evaluation_report(
-        env, eval_tasks(env, config), groups, config, checkpoint or "base", out_dir
-    )
+        path = evaluate_checkpoint(make_env(config.env), config, checkpoint)
     print(f"report: {path} (and .json, per-task .jsonl)")
 
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+import re
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import TypeVar
 
 from lexrl.errors import LexrlError
 
 T = TypeVar("T")
+S = TypeVar("S", bound=Sized)
 
 TABLE_FORMATS = {
     ".parquet": "parquet",
@@ -29,22 +31,73 @@ class DatasetError(LexrlError, ValueError):
     kind = "data"
 
 
-def read_json(path: str | Path) -> object:
-    """A whole JSON file; a syntax error raises DatasetError naming `path:line`."""
+_HUB_ID = re.compile(r"\w[\w.-]*(/\w[\w.-]*)?")
+"""`name` or `owner/name`: what the Hub calls a dataset. Anything else is a path."""
+
+
+def load_hub(source: str, *args: object, **kwargs: object) -> object:
+    """`datasets.load_dataset(source, ...)` for a `source` that is no local file or folder.
+
+    A source that can only be a path (absolute, starting with `.` or `~`, deeper than
+    `owner/name`, or a file name of a data format) is never looked up on the Hub: a mistyped
+    local path would otherwise fail as a network or Hub error. DatasetError names it and the
+    formats read locally; it names both readings of `source` when the Hub has no such dataset
+    or cannot be reached."""
+    if not _HUB_ID.fullmatch(source) or Path(source).suffix in TABLE_FORMATS:
+        raise DatasetError(
+            f"dataset file not found: {source} (a local source is a file of "
+            f"{', '.join(TABLE_FORMATS)} or a folder of them; a Hub source is `owner/name`)"
+        )
+    import datasets
+
+    try:
+        return datasets.load_dataset(source, *args, **kwargs)
+    except (FileNotFoundError, ConnectionError) as error:
+        raise DatasetError(
+            f"{source}: no local file or folder of that name, and no Hub dataset ({error})"
+        ) from None
+
+
+def read_json(path: str | Path, unique_keys: bool = False) -> object:
+    """A whole JSON file; a syntax error raises DatasetError naming `path:line`. With
+    `unique_keys`, so does a key that repeats within an object (JSON keeps the last silently:
+    for a file keyed by id, a repeated id would drop an item unseen)."""
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"dataset file not found: {path}")
+
+    def unique(pairs: list[tuple[str, object]]) -> dict:
+        keys = [key for key, _ in pairs]
+        repeated = next((key for key in keys if keys.count(key) > 1), None)
+        if repeated is not None:
+            raise DatasetError(f"{path}: key {repeated!r} appears twice in one object")
+        return dict(pairs)
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(
+            path.read_text(encoding="utf-8"), object_pairs_hook=unique if unique_keys else None
+        )
     except json.JSONDecodeError as error:
         raise DatasetError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
 
 
-def read_jsonl(path: str | Path, required: tuple[str, ...] = ()) -> Iterator[dict]:
-    """Yield one dict per non-blank line; a bad line raises DatasetError naming `path:line`."""
+def read_jsonl(
+    path: str | Path, required: tuple[str, ...] = (), unique: str | None = None
+) -> Iterator[dict]:
+    """The records of `read_jsonl_lines`, without their line numbers."""
+    return (record for _, record in read_jsonl_lines(path, required, unique))
+
+
+def read_jsonl_lines(
+    path: str | Path, required: tuple[str, ...] = (), unique: str | None = None
+) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, dict) per non-blank line; a bad line raises DatasetError naming
+    `path:line`. With `unique` (a key, e.g. "id"), so does a value of it that an earlier line
+    had, naming both lines (`check_unique`)."""
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"dataset file not found: {path}")
+    seen: dict[Hashable, str] = {}
     with path.open(encoding="utf-8") as file:
         for number, line in enumerate(file, start=1):
             if not line.strip():
@@ -60,7 +113,34 @@ def read_jsonl(path: str | Path, required: tuple[str, ...] = ()) -> Iterator[dic
             missing = [key for key in required if key not in record]
             if missing:
                 raise DatasetError(f"{path}:{number}: missing key(s) {', '.join(missing)}")
-            yield record
+            if unique is not None:
+                check_unique([(_hashable(record.get(unique)), f"{path}:{number}")], unique, seen)
+            yield number, record
+
+
+def _hashable(value: object) -> Hashable:
+    return json.dumps(value, sort_keys=True) if isinstance(value, list | dict) else value
+
+
+def check_unique(
+    items: Iterable[tuple[Hashable, str]], what: str = "id", seen: dict | None = None
+) -> None:
+    """DatasetError at the first (value, where) of `items` whose value came before, naming
+    where it did (`where`: `file:line`, `file row N`, ...); `seen` carries the values met so
+    far across calls."""
+    seen = {} if seen is None else seen
+    for value, where in items:
+        if value in seen:
+            raise DatasetError(f"{where}: {what} {value!r} repeats {seen[value]}")
+        seen[value] = where
+
+
+def require_some(items: S, what: str, source: str | Path) -> S:
+    """`items`, or DatasetError `no <what> in <source>` when there are none: an empty split
+    would otherwise fail far from its file (a division by its length)."""
+    if not items:
+        raise DatasetError(f"no {what} in {source}")
+    return items
 
 
 def missing_value(value: object) -> bool:

@@ -99,4 +99,18 @@ def compare_reports(path_a: str | Path, path_b: str | Path) -> str:
             reports.append(json.loads(file.read_text(encoding="utf-8")))
         except json.JSONDecodeError as error:
             raise ValueError(f"{file}: not a JSON report ({error})") from None
+    check_comparable(*reports, file_a, file_b)
     return compare_markdown(*reports, str(path_a), str(path_b))
+
+
+def check_comparable(a: dict, b: dict, file_a: Path, file_b: Path) -> None:
+    """ValueError, in one line naming both reports, when they evaluate different envs or
+    splits: their metrics would share names (`reward`, `episodes`) and the table would show
+    differences between numbers of different tasks. A report written before reports named
+    their env (`env_name`) is checked on its split alone."""
+    env_a, env_b = a.get("env_name"), b.get("env_name")
+    if (env_a and env_b and env_a != env_b) or a.get("split") != b.get("split"):
+        raise ValueError(
+            f"{file_a} evaluates env {env_a or '?'} on split {a.get('split')}, {file_b} env "
+            f"{env_b or '?'} on split {b.get('split')}: compare reports of the same env and split"
+        )

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import signal
+import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
+from types import FrameType
 
 import torch
 from rich.console import Console
@@ -16,10 +22,43 @@ from transformers import PreTrainedTokenizerBase
 from lexrl.bootstrap import mean_with_ci
 from lexrl.config import Config
 from lexrl.envs.base import Env, EnvReport, ReportRequest
+from lexrl.errors import LexrlError
 from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.policy import Policy
+from lexrl.secrets import write_text
 from lexrl.types import Group, Task, Trajectory
+
+PARTIAL_FILE = "partial.jsonl"
+"""The tasks an unfinished `lexrl eval` has evaluated, in its evaluation folder: one task a
+line as in `eval_<split>.jsonl`, with the `chunk` it was sampled in. Removed once the report
+is written."""
+
+
+class EvaluationInterrupted(LexrlError):
+    """SIGTERM or SIGINT stopped an evaluation; what it had evaluated is in its `PARTIAL_FILE`,
+    and the same command continues from there. Exits 128 + the signal's number, as a process
+    the signal had killed would (130 for SIGINT, 143 for SIGTERM)."""
+
+    kind = "run"
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class _Stopped(KeyboardInterrupt):
+    """Raised by the signal handler. A KeyboardInterrupt, so asyncio stops its loop at once
+    and the backend's `except Exception` (which hands errors to the waiting episodes) lets it
+    through."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def episode_values(trajectories: list[Trajectory]) -> dict[str, list[float]]:
@@ -136,46 +175,177 @@ def evaluation_dir(config: Config, checkpoint: str | None, label: str = "") -> P
     return Path(config.run.output_dir) / "eval" / "_".join([*parts, digest])
 
 
+def task_chunks(tasks: list[Task], config: Config) -> list[list[Task]]:
+    """The tasks in runs of as many as the engine runs at once (`rollout.max_concurrent_episodes`
+    episodes, `eval.samples_per_task` a task): the unit sampled under one seed and saved to the
+    partial file."""
+    size = max(1, config.rollout.max_concurrent_episodes // config.eval.samples_per_task)
+    return [tasks[start : start + size] for start in range(0, len(tasks), size)]
+
+
+def chunk_seed(seed: int, chunk: int) -> int:
+    """The torch seed of chunk `chunk`. Every chunk is seeded on its own, so its draws do not
+    depend on the chunks before it, and an evaluation resumed after some chunks samples the
+    rest as an uninterrupted one would. The first keeps `seed` itself: an evaluation that fits
+    one chunk samples as evaluations did before they were chunked."""
+    if chunk == 0:
+        return seed
+    return int.from_bytes(hashlib.sha256(f"{seed}:{chunk}".encode()).digest()[:8], "big") >> 1
+
+
 def rollout_split(
     env: Env,
     backend: Backend,
     tokenizer: PreTrainedTokenizerBase,
     config: Config,
     name: str = "eval",
+    resume_in: Path | None = None,
 ) -> list[Group]:
-    """`eval.samples_per_task` seeded episodes on each evaluation task.
+    """`eval.samples_per_task` seeded episodes on each evaluation task, chunk by chunk
+    (`task_chunks`, each seeded by `chunk_seed`).
 
     The same seed and policy give the same episodes, so a before/after comparison sees the same
-    random draws.
+    random draws. With `resume_in` (the evaluation folder), each chunk is appended to its
+    `PARTIAL_FILE` once done, the chunks found there are not sampled again, and SIGTERM or
+    SIGINT stop the evaluation with `EvaluationInterrupted`.
     """
-    torch.manual_seed(config.eval.seed)
+    tasks = eval_tasks(env, config)
+    chunks = task_chunks(tasks, config)
+    partial = resume_in / PARTIAL_FILE if resume_in is not None else None
+    done = resume_partial(partial, chunks) if partial is not None else {}
+    groups: list[Group] = []
+    try:
+        with stop_on_signals() if partial is not None else nullcontext():
+            for index, chunk in enumerate(chunks):
+                if index not in done:
+                    seed = chunk_seed(config.eval.seed, index)
+                    description = f"{name} {index + 1}/{len(chunks)}" if len(chunks) > 1 else name
+                    done[index] = rollout_chunk(
+                        env, backend, tokenizer, config, chunk, seed, description
+                    )
+                    if partial is not None:
+                        write_text(partial, groups_jsonl(done[index], chunk=index), append=True)
+                groups += done[index]
+    except _Stopped as stop:
+        signame = signal.Signals(stop.signum).name
+        raise EvaluationInterrupted(
+            f"{signame}: evaluation stopped after {len(groups)} of {len(tasks)} tasks, kept in "
+            f"{partial} (partial); run the same command again to continue from there",
+            stop.signum,
+        ) from None
+    return groups
+
+
+def rollout_chunk(
+    env: Env,
+    backend: Backend,
+    tokenizer: PreTrainedTokenizerBase,
+    config: Config,
+    chunk: list[Task],
+    seed: int,
+    description: str,
+) -> list[Group]:
+    """`eval.samples_per_task` episodes on each task of `chunk`, sampled after seeding torch
+    with `seed`."""
+    torch.manual_seed(seed)
     return run_groups(
         env,
-        eval_tasks(env, config),
+        chunk,
         config.eval.samples_per_task,
         lambda task: Policy(
             backend, tokenizer, task.id, config.rollout.max_new_tokens, greedy=config.eval.greedy
         ),
         max_concurrent=config.rollout.max_concurrent_episodes,
-        description=name,
+        description=description,
     )
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT raise `_Stopped` while inside; the handlers before are restored after.
+    Python lets only the main thread install handlers (elsewhere the signals keep theirs)."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no event loop running
+            task = None
+        if task is not None:
+            # The task ends with this exception and nobody awaits it: mark the exception seen,
+            # or asyncio logs it, traceback and all, below the one-line message at exit.
+            task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        raise _Stopped(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def resume_partial(partial: Path, chunks: list[list[Task]]) -> dict[int, list[Group]]:
+    """The groups of each chunk `partial` holds whole, with the very tasks it has now (a chunk
+    of other tasks, or cut short, is sampled again); `partial` is rewritten to hold just them
+    (an unreadable last line is what a kill during a write leaves)."""
+    saved: dict[int, list[dict]] = {}
+    lines = partial.read_text(encoding="utf-8").splitlines() if partial.is_file() else []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and {"chunk", "task", "trajectories"} <= record.keys():
+            saved.setdefault(record["chunk"], []).append(record)
+    done = {}
+    for index, chunk in enumerate(chunks):
+        records = saved.get(index, [])
+        if [record["task"] for record in records] == [_as_json(asdict(t)) for t in chunk]:
+            done[index] = [
+                Group(task, [Trajectory.from_json(json.dumps(t)) for t in record["trajectories"]])
+                for task, record in zip(chunk, records, strict=True)
+            ]
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    write_text(partial, "".join(groups_jsonl(done[index], chunk=index) for index in done))
+    if done:
+        count = sum(len(groups) for groups in done.values())
+        print(f"resuming: {count} of {sum(map(len, chunks))} tasks read from {partial}")
+    return done
+
+
+def _as_json(value: object) -> object:
+    """`value` as it reads back from JSON (tuples become lists, keys strings)."""
+    return json.loads(json.dumps(value, ensure_ascii=False))
+
+
+def groups_jsonl(
+    groups: list[Group], extra: list[list[dict]] | None = None, chunk: int | None = None
+) -> str:
+    """One task a line with its trajectories; `extra[g][t]` is merged into trajectory t of
+    group g (e.g. the final ranking), and `chunk` (`PARTIAL_FILE`) is added to each line."""
+    lines = []
+    for g, group in enumerate(groups):
+        trajectories = [json.loads(t.to_json()) for t in group.trajectories]
+        if extra is not None:
+            for t, trajectory in enumerate(trajectories):
+                trajectory.update(extra[g][t])
+        record = {"task": asdict(group.task), "trajectories": trajectories}
+        if chunk is not None:
+            record = {"chunk": chunk, **record}
+        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+    return "".join(lines)
 
 
 def write_groups(
     groups: list[Group], path: str | Path, extra: list[list[dict]] | None = None
 ) -> None:
-    """One task a line with its trajectories; `extra[g][t]` is merged into trajectory t of
-    group g (e.g. the final ranking)."""
+    """`groups_jsonl` of `groups` into `path`, every API key masked."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as file:
-        for g, group in enumerate(groups):
-            trajectories = [json.loads(t.to_json()) for t in group.trajectories]
-            if extra is not None:
-                for t, trajectory in enumerate(trajectories):
-                    trajectory.update(extra[g][t])
-            record = {"task": asdict(group.task), "trajectories": trajectories}
-            file.write(json.dumps(record, ensure_ascii=False) + "\n")
+    write_text(path, groups_jsonl(groups, extra))
 
 
 def evaluate(
@@ -208,13 +378,13 @@ def evaluate(
         print_markdown(Console(), env_report.markdown)
     if out is not None:
         write_groups(groups, out / f"{name}.jsonl")
-        (out / f"{name}_summary.json").write_text(json.dumps(summary, indent=2))
-        (out / f"{name}_intervals.json").write_text(json.dumps(intervals, indent=2))
+        write_text(out / f"{name}_summary.json", json.dumps(summary, indent=2))
+        write_text(out / f"{name}_intervals.json", json.dumps(intervals, indent=2))
         if env_report is not None:
-            (out / f"{name}_env.json").write_text(
-                json.dumps(env_report.data, indent=2, ensure_ascii=False)
+            write_text(
+                out / f"{name}_env.json", json.dumps(env_report.data, indent=2, ensure_ascii=False)
             )
-            (out / f"{name}_env.md").write_text(env_report.markdown)
+            write_text(out / f"{name}_env.md", env_report.markdown)
     return summary, intervals
 
 
@@ -314,7 +484,9 @@ def evaluation_report(
     report opens with a table of each env's headline metric (`Env.headline_metric`), then has a
     section per env with its episode means and its own part. Prints it all and writes
     `eval_<split>.jsonl` (each task with its trajectories), `eval_<split>_report.json` and
-    `eval_<split>_report.md` into `out_dir`; returns the Markdown file's path."""
+    `eval_<split>_report.md` into `out_dir` (the report names the env, `env_name`, so that
+    `lexrl compare` can refuse reports of different envs), removes the `PARTIAL_FILE` there
+    and returns the Markdown file's path."""
     console = console or Console()
     split = config.eval.split
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -325,6 +497,7 @@ def evaluation_report(
     if groups is None and all(report is None for report in reports.values()):
         raise SystemExit(f"env {env.name!r} has no baselines: set `eval.policy: true`")
     report: dict = {
+        "env_name": env.name,
         "split": split,
         "system": system,
         "tasks": len(tasks),
@@ -370,9 +543,31 @@ def evaluation_report(
         entry, lines = _section(groups, reports[env.name], system, "## Episode means", console)
         report.update(entry)
         markdown += lines
-    (out_dir / f"eval_{split}_report.json").write_text(
-        json.dumps(report, indent=2, ensure_ascii=False)
+    write_text(
+        out_dir / f"eval_{split}_report.json", json.dumps(report, indent=2, ensure_ascii=False)
     )
     path = out_dir / f"eval_{split}_report.md"
-    path.write_text("\n".join(markdown))
+    write_text(path, "\n".join(markdown))
+    # Whole now: a rerun evaluates afresh rather than reading an unfinished run's tasks.
+    (out_dir / PARTIAL_FILE).unlink(missing_ok=True)
     return path
+
+
+def evaluate_checkpoint(
+    env: Env,
+    config: Config,
+    checkpoint: str | None,
+    backend: Backend | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+) -> Path:
+    """`lexrl eval`: the policy's episodes when `eval.policy` (with `backend` and `tokenizer`),
+    resumed from and saved to the evaluation folder (`evaluation_dir`, `rollout_split`), then
+    the report there (`evaluation_report`); returns the report's path."""
+    out_dir = evaluation_dir(config, checkpoint, env.evaluation_label())
+    groups = None
+    if config.eval.policy:
+        groups = rollout_split(
+            env, backend, tokenizer, config, f"eval {config.eval.split}", resume_in=out_dir
+        )
+    tasks = eval_tasks(env, config)
+    return evaluation_report(env, tasks, groups, config, checkpoint or "base", out_dir)

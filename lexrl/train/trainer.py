@@ -56,8 +56,9 @@ from lexrl.train.advantages import (
     split_group_advantages,
 )
 from lexrl.train.checkpoint import (
+    CheckpointChoice,
     checkpoint_dir,
-    latest_checkpoint,
+    choose_checkpoint,
     load_checkpoint,
     save_checkpoint,
 )
@@ -369,7 +370,11 @@ def start_or_resume(run: Run) -> tuple[dict[str, Any], int, bool]:
     config, accelerator, learner = run.config, run.accelerator, run.learner
     state: dict[str, Any] = {"position": 0, "adapter_version": 0}
     step = 0
-    checkpoint = latest_checkpoint(run.output_dir) if config.run.resume else None
+    choice = choose_checkpoint(run.output_dir) if config.run.resume else CheckpointChoice(None)
+    if run.main:
+        for line in choice.report():
+            console.print(line, soft_wrap=True, markup=False, highlight=False)
+    checkpoint = choice.checkpoint
     if config.run.resume and checkpoint is None and run.main:
         console.print(f"no checkpoint in {run.output_dir}/checkpoints: starting from scratch")
     if checkpoint is not None:
@@ -381,7 +386,12 @@ def start_or_resume(run: Run) -> tuple[dict[str, Any], int, bool]:
             run.backend, learner.policy, run.output_dir, state["adapter_version"], accelerator
         )
         if run.main:
-            console.print(f"resumed from {checkpoint} (step {step})")
+            console.print(
+                f"resumed from {checkpoint} (step {step})",
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
     else:
         # Different sampling per process; set_seed in `build_run` made the LoRA init identical.
         set_seed(config.run.seed, device_specific=True)
@@ -698,7 +708,7 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         raise failures.error(checkpoint_dir(run.output_dir, step))
     if stopping and run.main:
         console.print(
-            f"stopped by SIGTERM after step {step}, checkpoint written: continue with "
+            f"stopped by {stop.name} after step {step}, checkpoint written: continue with "
             "`--run.resume true`"
         )
     if config.run.eval_after and run.main and not stopping:

@@ -296,7 +296,7 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
     if not path.is_file():
         raise ScenarioError(f"scenario file not found: {path}")
     scenarios: list[Scenario] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     with path.open(encoding="utf-8") as file:
         for number, line in enumerate(file, start=1):
             if not line.strip():
@@ -309,8 +309,8 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
             scenario = _scenario(record, where)
             if scenario.id in seen:
                 raise ScenarioError(
-                    f"{where}: `id` {scenario.id!r} already used by an earlier line"
+                    f"{where}: `id` {scenario.id!r} already used on {seen[scenario.id]}"
                 )
-            seen.add(scenario.id)
+            seen[scenario.id] = where
             scenarios.append(scenario)
     return scenarios

@@ -26,6 +26,8 @@ from pathlib import Path
 from lexrl.envs.data import (
     TABLE_FORMATS,
     DatasetError,
+    check_unique,
+    load_hub,
     missing_value,
     read_table,
     split_by_group,
@@ -79,11 +81,7 @@ def _rows(
         if not files:
             raise DatasetError(f"{path}: no {split or ''} file ({', '.join(TABLE_FORMATS)})")
         return [(str(file), read_table(file)) for file in files]
-    if path.suffix in TABLE_FORMATS:
-        raise DatasetError(f"dataset file not found: {path}")
-    import datasets
-
-    loaded = datasets.load_dataset(source, hub_config, split=split or "train")
+    loaded = load_hub(source, hub_config, split=split or "train")
     return [(f"{source} ({hub_config or 'default'}, {split})", loaded)]
 
 
@@ -109,14 +107,6 @@ def barexam_task(row: Mapping, where: str) -> Task:
     return task
 
 
-def _unique(tasks: list[Task], wheres: list[str]) -> None:
-    seen: dict[str, str] = {}
-    for task, where in zip(tasks, wheres, strict=True):
-        if task.id in seen:
-            raise DatasetError(f"{where}: id {task.id!r} repeats {seen[task.id]}")
-        seen[task.id] = where
-
-
 def _read(
     source: str,
     split: str | None,
@@ -129,7 +119,7 @@ def _read(
             where = f"{name} row {number}"
             tasks.append(parse(row, where))
             wheres.append(where)
-    _unique(tasks, wheres)
+    check_unique(zip((task.id for task in tasks), wheres, strict=True))
     return tasks
 
 
@@ -179,7 +169,7 @@ def oab_tasks(source: str, eval_fraction: float, seed: int) -> dict[str, list[Ta
     if path.suffix == ".json" and path.is_file():
         rows = _json_list(path)
         tasks = [oab_task(row, f"{path} item {n}") for n, row in enumerate(rows, start=1)]
-        _unique(tasks, [f"{path} item {n}" for n in range(1, len(tasks) + 1)])
+        check_unique((task.id, f"{path} item {n}") for n, task in enumerate(tasks, start=1))
     else:
         tasks = _read(source, None, oab_task)
     return split_by_group(tasks, lambda task: task.id, eval_fraction, seed)

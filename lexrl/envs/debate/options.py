@@ -34,7 +34,8 @@ class DebateEnvConfig:
     """`dataset: lexam`: `en`, `de`, or empty for both."""
     eval_fraction: float = 0.3
     """Share of the questions held out when the data has no test split of its own (LEXam: whole
-    courses; a single barexam file: whole fact patterns; OAB: whole questions)."""
+    courses; a single barexam file: whole fact patterns; OAB: whole questions). At most 0.5
+    (`lexrl.envs.data.split_by_group`)."""
     split_seed: int = 0
     """Seed of that split."""
     protocol: str = "irac"

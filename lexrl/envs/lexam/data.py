@@ -30,6 +30,8 @@ from pathlib import Path
 from lexrl.envs.data import (
     TABLE_FORMATS,
     DatasetError,
+    check_unique,
+    load_hub,
     missing_value,
     read_table,
     split_by_group,
@@ -195,7 +197,7 @@ def _files(directory: Path, config: str, split: str | None) -> list[Path]:
 def _read_hub(source: str, config: str, split: str | None) -> list[tuple[str, Iterable[Mapping]]]:
     import datasets
 
-    loaded = datasets.load_dataset(source, config, split=split)
+    loaded = load_hub(source, config, split=split)
     if isinstance(loaded, datasets.DatasetDict):
         return [(f"{source} ({config}, {name})", part) for name, part in loaded.items()]
     return [(f"{source} ({config}, {split})", loaded)]
@@ -207,7 +209,8 @@ def load_lexam(
     """Items of one LEXam `config` from `source`, every row validated.
 
     `source` is a local file, a local directory (see `_files`) or otherwise a Hub id, loaded with
-    `datasets.load_dataset(source, config, split=split)`. `split` None takes every split (the
+    `datasets.load_dataset(source, config, split=split)`; a missing local path is never looked
+    up on the Hub (`load_hub`). `split` None takes every split (the
     open questions have `dev` and `test`). `language` ("en"/"de") keeps that language's items.
     Ids must be unique across what is loaded.
     """
@@ -219,8 +222,6 @@ def load_lexam(
         parts = [(str(file), read_table(file)) for file in _files(path, config, split)]
     elif path.is_file():
         parts = [(str(path), read_table(path))]
-    elif path.suffix in TABLE_FORMATS:
-        raise DatasetError(f"dataset file not found: {path}")
     else:
         parts = _read_hub(source, config, split)
 
@@ -236,9 +237,7 @@ def load_lexam(
         for number, row in enumerate(rows, start=1):
             where = f"{name} row {number}"
             item = _item(row, n_options, keys, where)
-            if item.id in seen:
-                raise DatasetError(f"{where}: id {item.id!r} repeats {seen[item.id]}")
-            seen[item.id] = where
+            check_unique([(item.id, where)], seen=seen)
             items.append(item)
     return [item for item in items if language is None or item.language == language]
 

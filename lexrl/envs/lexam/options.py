@@ -21,7 +21,8 @@ class LexamEnvConfig:
     """`en`, `de`, or empty for both."""
     eval_fraction: float = 0.3
     """Share of the questions held out for evaluation. LEXam has no training split, so whole
-    groups of courses go to `test` (papers.md sec. 4: carve by course, never by question)."""
+    groups of courses go to `test` (papers.md sec. 4: carve by course, never by question). At
+    most 0.5 (`lexrl.envs.data.split_by_group`)."""
     split_seed: int = 0
     """Seed of the course split: the same seed gives the same held-out courses."""
     workflow: str = "single"

@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from lexrl.envs.data import DatasetError, read_json, read_jsonl
+from lexrl.envs.data import (
+    DatasetError,
+    check_unique,
+    read_json,
+    read_jsonl,
+    read_jsonl_lines,
+    require_some,
+)
 from lexrl.types import Task
 
 
@@ -71,6 +78,8 @@ def load_stard(
     records = read_json(queries_path)
     if not isinstance(records, list):
         raise DatasetError(f"{queries_path}: expected a JSON list of queries")
+    require_some(records, "queries", queries_path)
+    seen_ids: dict = {}
     by_id: dict[int, dict] = {}
     gold_articles: dict[str, dict] = {}
     for position, record in enumerate(records):
@@ -83,6 +92,9 @@ def load_stard(
             raise DatasetError(
                 f"{queries_path}: query_id {record['query_id']}: match_id and match_name differ in length"
             )
+        check_unique(
+            [(record["query_id"], f"{queries_path} query #{position}")], "query_id", seen_ids
+        )
         by_id[record["query_id"]] = record
         for name in record["match_name"]:
             if name not in record["相关法规"]:
@@ -99,7 +111,7 @@ def load_stard(
             )
 
     if corpus_path:
-        corpus = list(read_jsonl(corpus_path, required=("id", "name", "content")))
+        corpus = read_corpus(corpus_path)
         source = f"corpus.jsonl ({corpus_path})"
     else:
         corpus = list(gold_articles.values())
@@ -113,6 +125,7 @@ def load_stard(
     for name in ("train", "test"):
         if name not in split:
             raise DatasetError(f"{split_path}: no `{name}` list")
+        check_unique((qid, f"{split_path} `{name}` item {n}") for n, qid in enumerate(split[name]))
         unknown = [qid for qid in split[name] if qid not in by_id]
         if unknown:
             raise DatasetError(
@@ -134,6 +147,34 @@ def load_stard(
             tasks.append(Task(id=str(qid), inputs={"query": record["问题"]}, gold=gold))
         splits[name] = tasks
     return StatuteData(corpus=corpus, splits=splits, corpus_source=source, notes=notes)
+
+
+def read_corpus(path: str | Path) -> list[dict]:
+    """The articles of a corpus file, one `{"id", "name", "content"}` a line; a repeated id
+    raises DatasetError naming both lines, as does an empty file."""
+    corpus = list(read_jsonl(path, required=("id", "name", "content"), unique="id"))
+    return require_some(corpus, "articles", path)
+
+
+def load_jsonl(corpus_path: str | Path, queries_path: str) -> StatuteData:
+    """A corpus file (`read_corpus`) and a query file per split, `queries_path` with `{split}`
+    for train and test, of `{"id", "query", "gold"}` lines. A repeated query id, gold outside
+    the corpus or a file without queries raises DatasetError naming the file (and lines)."""
+    corpus = read_corpus(corpus_path)
+    known = {article["id"] for article in corpus}
+    splits = {}
+    for split in ("train", "test"):
+        path = queries_path.format(split=split)
+        tasks = []
+        for number, record in read_jsonl_lines(path, required=("id", "query", "gold"), unique="id"):
+            unknown = [g for g in record["gold"] if g not in known]
+            if unknown:
+                raise DatasetError(f"{path}:{number}: gold id(s) {unknown} not in {corpus_path}")
+            tasks.append(
+                Task(id=str(record["id"]), inputs={"query": record["query"]}, gold=record["gold"])
+            )
+        splits[split] = require_some(tasks, "queries", path)
+    return StatuteData(corpus=corpus, splits=splits, corpus_source=f"corpus.jsonl ({corpus_path})")
 
 
 _WHITESPACE = re.compile(r"\s+")
@@ -160,11 +201,12 @@ def load_csaid(
     gold (the release lists some twice, at times differing only in whitespace) counts once and is
     noted as a duplicate; `Task.meta["gold_labels_listed"]` keeps the count as listed."""
     queries_path = Path(queries_path)
-    records = read_json(queries_path)
+    records = read_json(queries_path, unique_keys=True)
     if not isinstance(records, dict):
         raise DatasetError(
             f'{queries_path}: expected a JSON dict {{query id: {{"query", "label"}}}}'
         )
+    require_some(records, "queries", queries_path)
     for key, record in records.items():
         missing = [k for k in ("query", "label") if not isinstance(record, dict) or k not in record]
         if missing:

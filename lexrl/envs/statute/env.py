@@ -28,8 +28,13 @@ from importlib import resources
 from typing import Any
 
 from lexrl.envs.base import Env, EnvReport, ReportRequest
-from lexrl.envs.data import DatasetError, read_jsonl
-from lexrl.envs.statute.data import default_stopwords, load_csaid, load_stard, load_stopwords
+from lexrl.envs.statute.data import (
+    default_stopwords,
+    load_csaid,
+    load_jsonl,
+    load_stard,
+    load_stopwords,
+)
 from lexrl.envs.statute.demo_world import ACTS, PROCEDURE_TERMS, build_demo_world
 from lexrl.envs.statute.options import StatuteEnvConfig
 from lexrl.envs.statute.parsing import (
@@ -166,27 +171,8 @@ class StatuteEnv(Env):
 
     @classmethod
     def from_jsonl(cls, config: StatuteEnvConfig) -> StatuteEnv:
-        corpus = list(read_jsonl(config.corpus_path, required=("id", "name", "content")))
-        known = {article["id"] for article in corpus}
-        splits = {}
-        for split in ("train", "test"):
-            path = config.queries_path.format(split=split)
-            tasks = []
-            for number, record in enumerate(
-                read_jsonl(path, required=("id", "query", "gold")), start=1
-            ):
-                unknown = [g for g in record["gold"] if g not in known]
-                if unknown:
-                    raise DatasetError(
-                        f"{path}:{number}: gold id(s) {unknown} not in {config.corpus_path}"
-                    )
-                tasks.append(
-                    Task(
-                        id=str(record["id"]), inputs={"query": record["query"]}, gold=record["gold"]
-                    )
-                )
-            splits[split] = tasks
-        return cls(corpus, splits, config, f"corpus.jsonl ({config.corpus_path})")
+        data = load_jsonl(config.corpus_path, config.queries_path)
+        return cls(data.corpus, data.splits, config, data.corpus_source)
 
     def tasks(self, split: str) -> list[Task]:
         if split not in self.splits:
