@@ -2,15 +2,19 @@
 
 A YAML file in `configs/` sets them and the command line overrides any field with its dotted name
 (`lexrl train configs/demo_cpu.yaml --grpo.num_generations 8`). Parsing is done by draccus, which
-rejects an unknown key or a value of the wrong type; `load_config` turns its error into a
-`ConfigError` that names the file and the key. This module imports no torch, so `--help` and a
-config error answer at once.
+rejects an unknown key or a value of the wrong type; `load_config` turns its error, and a file
+that is not UTF-8 YAML, into a one-line `ConfigError` that names the file and the line or key,
+then `validate` checks every choice, range (`BOUNDS`) and cross-field rule before anything is
+loaded. This module imports no torch, so `--help` and a config error answer at once.
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import re
+import types
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -18,7 +22,10 @@ from urllib.parse import urlsplit
 
 import draccus
 import yaml
+from draccus.argparsing import ArgumentParser
+from draccus.help_formatter import SimpleHelpFormatter
 
+from lexrl.envs import REGISTRY
 from lexrl.envs.argument.options import WORKFLOWS as ARGUMENT_WORKFLOWS
 from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.debate.options import DATASETS as DEBATE_DATASETS
@@ -30,14 +37,8 @@ from lexrl.envs.gdpr.options import RETRIEVERS as GDPR_RETRIEVERS
 from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
-from lexrl.errors import LexrlError
+from lexrl.errors import ConfigError
 from lexrl.secrets import remember
-
-
-class ConfigError(LexrlError, ValueError):
-    """A config file or override is malformed; the message names the file and the key."""
-
-    kind = "config"
 
 
 @dataclass
@@ -349,6 +350,7 @@ _CHOICES = {
         "sequence_truncate",
         "sequence_mask",
     ),
+    "model.dtype": ("float32", "bfloat16", "float16"),
     "rollout.backend": ("hf", "vllm-server", "vllm-engine"),
     "env.statute.language": ("en", "zh"),
     "env.statute.dataset": ("demo", "stard", "csaid", "jsonl"),
@@ -367,6 +369,213 @@ _CHOICES = {
     "env.mix_weighting": ("given", "size"),
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The interval a numeric option must lie in, from `low` up to `high` (None: no upper end);
+    `why` is added to the error. None passes where the field's type allows it (`int | None`)."""
+
+    low: float
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    why: str = ""
+
+    def __contains__(self, value: float) -> bool:
+        # Written as what passes, so that NaN (YAML `.nan`) fails every bound.
+        above = value > self.low if self.low_open else value >= self.low
+        if self.high is None:
+            return above
+        return above and (value < self.high if self.high_open else value <= self.high)
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low}"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"in {left}{self.low}, {self.high}{right}"
+
+
+_AT_LEAST_0 = Bound(0)
+_AT_LEAST_1 = Bound(1)
+_ABOVE_0 = Bound(0, low_open=True)
+_SEED = Bound(0, 2**32 - 1)  # numpy's seeds, which `set_seed` also sets
+_HELD_OUT = Bound(0, 0.5, low_open=True)  # `envs.data.split_by_group` keeps test <= 0.5
+
+_JUDGE_BOUNDS = {
+    "temperature": _AT_LEAST_0,
+    "max_tokens": _AT_LEAST_1,
+    "timeout_s": _ABOVE_0,
+    "max_retries": _AT_LEAST_0,
+    "max_parse_retries": _AT_LEAST_0,
+    "concurrency": _AT_LEAST_1,
+}
+
+BOUNDS: dict[str, Bound] = {
+    "model.tiny_layers": _AT_LEAST_1,
+    "model.tiny_hidden_size": _AT_LEAST_1,
+    "model.tiny_vocab_size": _AT_LEAST_1,
+    "model.tiny_seed": _SEED,
+    "lora.r": _AT_LEAST_1,
+    "lora.alpha": _AT_LEAST_1,
+    "lora.dropout": Bound(0, 1, high_open=True),
+    "rollout.vllm_max_concurrency": _AT_LEAST_1,
+    "rollout.vllm_timeout_s": _ABOVE_0,
+    "rollout.vllm_restart_wait_s": _AT_LEAST_0,
+    "rollout.vllm_gpu_memory_utilization": Bound(0, 1, low_open=True),
+    "rollout.vllm_max_model_len": _AT_LEAST_1,
+    "rollout.max_new_tokens": _AT_LEAST_1,
+    "rollout.max_batch_size": _AT_LEAST_1,
+    "rollout.batch_wait_ms": _AT_LEAST_0,
+    "rollout.max_concurrent_episodes": _AT_LEAST_1,
+    "grpo.num_generations": Bound(2, why="GRPO normalises within a group"),
+    "grpo.tasks_per_step": _AT_LEAST_1,
+    "grpo.std_eps": Bound(0, low_open=True, why="a group of equal rewards has std 0"),
+    "grpo.epsilon": Bound(0, 1, low_open=True),
+    "grpo.epsilon_high": _ABOVE_0,
+    "grpo.beta": _AT_LEAST_0,
+    "grpo.learning_rate": _ABOVE_0,
+    "grpo.weight_decay": _AT_LEAST_0,
+    "grpo.warmup_steps": _AT_LEAST_0,
+    "grpo.max_grad_norm": Bound(0, low_open=True, why="0 would clip every gradient to nothing"),
+    "grpo.micro_batch_size": _AT_LEAST_1,
+    "grpo.micro_batch_tokens": _AT_LEAST_1,
+    "grpo.logprob_chunk_tokens": _AT_LEAST_1,
+    "grpo.updates_per_batch": _AT_LEAST_1,
+    "grpo.importance_sampling_cap": Bound(
+        1, why="a cap below 1 would cut the weight of tokens the trainer and sampler agree on"
+    ),
+    "env.mix[].weight": _ABOVE_0,
+    "env.mix_temperature": _ABOVE_0,
+    "env.statute.max_iterations": _AT_LEAST_1,
+    "env.statute.first_stage_k": _AT_LEAST_1,
+    "env.statute.final_k": _AT_LEAST_1,
+    "env.statute.alpha": _AT_LEAST_0,
+    "env.statute.step_penalty": _AT_LEAST_0,
+    "env.statute.early_exit_penalty": _AT_LEAST_0,
+    "env.statute.planner_temperature": _AT_LEAST_0,
+    "env.statute.rewriter_temperature": _AT_LEAST_0,
+    "env.statute.retrieval.batch_size": _AT_LEAST_1,
+    "env.statute.retrieval.cache_size": _AT_LEAST_0,
+    "env.statute.mas_k": _AT_LEAST_1,
+    "env.statute.eval.ks[]": _AT_LEAST_1,
+    "env.statute.eval.final_reranker.top_k": _AT_LEAST_1,
+    "env.statute.eval.final_reranker.max_candidates": _AT_LEAST_1,
+    "env.statute.eval.final_reranker.max_chars": _AT_LEAST_1,
+    "env.statute.eval.final_reranker.max_retries": _AT_LEAST_0,
+    "env.statute.eval.final_reranker.concurrency": _AT_LEAST_1,
+    "env.statute.eval.final_reranker.timeout_s": _ABOVE_0,
+    "env.statute.eval.final_reranker.max_tokens": _AT_LEAST_1,
+    "env.statute.reward_recall_k": _AT_LEAST_1,
+    "env.lexam.eval_fraction": _HELD_OUT,
+    "env.lexam.split_seed": _SEED,
+    "env.lexam.max_new_tokens": _AT_LEAST_1,
+    "env.lexam.teacher_max_words": _AT_LEAST_1,
+    "env.lexam.format_weight": _AT_LEAST_0,
+    "env.lexam.judge_max_parse_retries": _AT_LEAST_0,
+    "env.argument.complexity": _AT_LEAST_1,
+    "env.argument.train_per_kind": _AT_LEAST_1,
+    "env.argument.test_per_kind": _AT_LEAST_1,
+    "env.argument.max_new_tokens": _AT_LEAST_1,
+    "env.argument.temperature": _AT_LEAST_0,
+    "env.argument.abstention_weight": _AT_LEAST_0,
+    "env.argument.hallucination_weight": _AT_LEAST_0,
+    "env.argument.utilisation_weight": _AT_LEAST_0,
+    "env.argument.format_weight": _AT_LEAST_0,
+    "env.debate.eval_fraction": _HELD_OUT,
+    "env.debate.split_seed": _SEED,
+    "env.debate.debater_temperature": _AT_LEAST_0,
+    "env.debate.judge_temperature": _AT_LEAST_0,
+    "env.debate.debater_max_new_tokens": _AT_LEAST_1,
+    "env.debate.judge_max_new_tokens": _AT_LEAST_1,
+    "env.debate.invalid_penalty": _AT_LEAST_0,
+    "env.debate.format_weight": _AT_LEAST_0,
+    "env.debate.rubric_weight": _AT_LEAST_0,
+    "env.debate.citation_weight": _AT_LEAST_0,
+    "env.debate.bertscore_layers": _AT_LEAST_0,
+    # `split_by_case` lets test grow 5 points past the fraction, and test must stay below 1.
+    "env.gdpr.eval_fraction": Bound(0, 0.95, low_open=True, high_open=True),
+    "env.gdpr.split_seed": _SEED,
+    "env.gdpr.max_new_tokens": _AT_LEAST_1,
+    "env.gdpr.max_subtasks": _AT_LEAST_1,
+    "env.gdpr.live_k": _AT_LEAST_1,
+    "env.gdpr.agent_max_new_tokens": _AT_LEAST_1,
+    "env.gdpr.temperature": _AT_LEAST_0,
+    "env.gdpr.format_weight": _AT_LEAST_0,
+    "warmstart.num_episodes": _AT_LEAST_1,
+    "warmstart.epochs": _AT_LEAST_1,
+    "warmstart.learning_rate": _ABOVE_0,
+    "warmstart.batch_size": _AT_LEAST_1,
+    "eval.max_tasks": _AT_LEAST_1,
+    "eval.samples_per_task": _AT_LEAST_1,
+    "eval.seed": _SEED,
+    "eval.bootstrap_resamples": _AT_LEAST_1,
+    "logging.log_every": _AT_LEAST_1,
+    "logging.samples_every": _AT_LEAST_0,
+    "run.seed": _SEED,
+    "run.max_steps": _AT_LEAST_1,
+    "run.save_every": _AT_LEAST_1,
+    "run.max_failed_steps": _AT_LEAST_0,
+    **{
+        f"{judges}[].{key}": bound
+        for judges in (
+            "env.lexam.judges",
+            "env.argument.judges",
+            "env.debate.judges",
+            "env.debate.rubric_judges",
+        )
+        for key, bound in _JUDGE_BOUNDS.items()
+    },
+}
+"""The range of every int and float option, by dotted key (`name[]`: each element of a list);
+`tests/test_config_ranges.py` fails for a numeric field missing here."""
+
+
+def numeric_options(cls: type = Config, prefix: str = "") -> dict[str, bool]:
+    """Every int and float option below `cls` as its `BOUNDS` key -> whether it may be None."""
+    options = {}
+    hints = typing.get_type_hints(cls)
+    for item in fields(cls):
+        options |= _numeric(hints[item.name], f"{prefix}{item.name}")
+    return options
+
+
+def _numeric(hint: object, key: str) -> dict[str, bool]:
+    if typing.get_origin(hint) is list:
+        return _numeric(typing.get_args(hint)[0], f"{key}[]")
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        inner = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        return {key: True} if inner in ([int], [float]) else {}
+    if is_dataclass(hint):
+        return numeric_options(hint, f"{key}.")
+    return {key: False} if hint in (int, float) else {}
+
+
+def _at(value: object, parts: list[str], path: str) -> Iterator[tuple[str, object]]:
+    """The values a `BOUNDS` key names, each with its path (`env.mix[1].weight`)."""
+    if not parts:
+        yield path, value
+        return
+    name = parts[0].removesuffix("[]")
+    child, child_path = getattr(value, name), f"{path}.{name}".lstrip(".")
+    if parts[0].endswith("[]"):
+        for index, element in enumerate(child):
+            yield from _at(element, parts[1:], f"{child_path}[{index}]")
+    else:
+        yield from _at(child, parts[1:], child_path)
+
+
+def check_bounds(config: Config) -> None:
+    """Refuse a numeric option outside its `BOUNDS`, naming the key, the bound and the value."""
+    may_be_none = numeric_options()
+    for key, bound in BOUNDS.items():
+        for path, value in _at(config, key.split("."), ""):
+            # draccus lets YAML's null through for any field.
+            if (value is None and may_be_none[key]) or (value is not None and value in bound):
+                continue
+            allowed = f"None or {bound}" if may_be_none[key] else str(bound)
+            why = f": {bound.why}" if bound.why else ""
+            raise ConfigError(f"`{path}` must be {allowed}, not {value!r}{why}")
 
 
 def _lookup(config: Config, dotted: str) -> object:
@@ -413,13 +622,14 @@ def check_no_credentials(config: Config) -> None:
 
 
 def validate(config: Config) -> Config:
-    """Check the choices and ranges draccus' type check cannot see, and that the config carries
-    no credentials (`check_no_credentials`)."""
+    """Check the choices, ranges and cross-field rules draccus' type check cannot see, that every
+    env is registered, and that the config carries no credentials (`check_no_credentials`)."""
     check_no_credentials(config)
     for key, choices in _CHOICES.items():
         value = _lookup(config, key)
         if value not in choices:
             raise ConfigError(f"`{key}` is {value!r}; expected one of {', '.join(choices)}")
+    check_bounds(config)
     statute_eval = config.env.statute.eval
     for name in statute_eval.baselines:
         if name not in STATUTE_BASELINES:
@@ -445,8 +655,6 @@ def validate(config: Config) -> Config:
         )
     if statute_eval.final_reranker.model and not statute_eval.final_reranker.base_url:
         raise ConfigError("`env.statute.eval.final_reranker.model` is set but `base_url` is empty")
-    if config.grpo.num_generations < 2:
-        raise ConfigError("`grpo.num_generations` must be >= 2: GRPO normalises within a group")
     if config.rollout.overlap and config.rollout.backend != "vllm-server":
         raise ConfigError(
             "`rollout.overlap` needs `rollout.backend: vllm-server` (the other backends sample "
@@ -455,25 +663,22 @@ def validate(config: Config) -> Config:
     retrieval = config.env.statute.retrieval
     if retrieval.first_stage == "dense" and not retrieval.dense_model:
         raise ConfigError("`env.statute.retrieval.first_stage` is dense but `dense_model` is empty")
-    if config.grpo.tasks_per_step < 1:
-        raise ConfigError("`grpo.tasks_per_step` must be >= 1")
     grpo = config.grpo
-    if grpo.micro_batch_size < 1:
-        raise ConfigError(f"`grpo.micro_batch_size` must be >= 1, not {grpo.micro_batch_size}")
-    if grpo.micro_batch_tokens is not None and grpo.micro_batch_tokens < 1:
-        raise ConfigError(f"`grpo.micro_batch_tokens` must be >= 1, not {grpo.micro_batch_tokens}")
-    if grpo.logprob_chunk_tokens < 1:
+    if grpo.loss == "dapo" and grpo.epsilon_high < grpo.epsilon:
         raise ConfigError(
-            f"`grpo.logprob_chunk_tokens` must be >= 1, not {grpo.logprob_chunk_tokens}"
+            f"`grpo.epsilon_high` must be >= `grpo.epsilon` ({grpo.epsilon}) with `grpo.loss: "
+            f"dapo`, not {grpo.epsilon_high} (DAPO's clip-higher)"
         )
     return config
 
 
 def validate_mix(env: EnvConfig) -> list[str]:
     """The names of the envs a config trains (one, or the members of a mixture), after checking
-    the mixture's keys (whether each name is registered is `make_env`'s check: the config layer
-    imports no env)."""
+    that each is registered (`lexrl.envs.REGISTRY`) and the mixture's keys."""
+    registered = ", ".join(REGISTRY)
     if env.name != "mix":
+        if env.name not in REGISTRY:
+            raise ConfigError(f"`env.name` is {env.name!r}; registered: {registered}, or `mix`")
         if env.mix:
             raise ConfigError(f"`env.mix` is set but `env.name` is {env.name!r}; set it to `mix`")
         return [env.name]
@@ -481,13 +686,13 @@ def validate_mix(env: EnvConfig) -> list[str]:
         raise ConfigError("`env.name: mix` needs `env.mix`, a list of `{name, weight}` entries")
     names = []
     for index, member in enumerate(env.mix):
+        if member.name not in REGISTRY:
+            raise ConfigError(
+                f"`env.mix[{index}].name` is {member.name!r}; registered: {registered}"
+            )
         if member.name in names:
             raise ConfigError(f"`env.mix[{index}]`: {member.name!r} is listed twice")
-        if not member.weight > 0:
-            raise ConfigError(f"`env.mix[{index}].weight` must be > 0, not {member.weight}")
         names.append(member.name)
-    if not env.mix_temperature > 0:
-        raise ConfigError(f"`env.mix_temperature` must be > 0, not {env.mix_temperature}")
     return names
 
 
@@ -519,24 +724,61 @@ def _moved(name: str) -> str | None:
     return None
 
 
-def check_moved_keys(path: str | Path) -> None:
-    """Refuse a YAML file that sets a moved key, naming the file and the new key."""
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+def read_yaml(path: str | Path) -> dict:
+    """The mapping a YAML config file holds, or a ConfigError naming the file and the line of a
+    byte that is not UTF-8, of a YAML syntax error, or a top level that is no mapping."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read ({error.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 (byte 0x{raw[error.start]:02x} at byte {error.start}); "
+            "save the file as UTF-8"
+        ) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:
+        where = f"{path}:{error.problem_mark.line + 1}" if error.problem_mark else str(path)
+        raise ConfigError(f"{where}: not valid YAML ({error.problem})") from None
+    except yaml.reader.ReaderError as error:
+        line = text.count("\n", 0, error.position) + 1
+        raise ConfigError(
+            f"{path}:{line}: not valid YAML (character #x{error.character:04x}: {error.reason})"
+        ) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: the top level must be a mapping of sections (`grpo:`, `run:`, ...), not a "
+            f"{type(data).__name__}"
+        )
+    return data
+
+
+def check_moved_keys(data: dict, path: str | Path | None) -> None:
+    """Refuse a config file's mapping (`read_yaml`) that sets a moved key, naming the file and
+    the new key."""
     for old in MOVED_KEYS:
         section, key = old.split(".", 1)
         if isinstance(data.get(section), dict) and key in data[section]:
             raise ConfigError(f"{path}: `{old}` moved to `{_moved(old)}`")
 
 
+def _override_names(overrides: list[str]) -> list[str]:
+    """The dotted keys of `--key value` and `--key=value` overrides."""
+    return [token[2:].split("=", 1)[0] for token in overrides if token.startswith("--")]
+
+
 def check_option_names(overrides: list[str]) -> None:
     """Refuse an unknown `--key` in one line with the closest real key, before draccus would
     print its hundred-line usage."""
     known = option_names()
-    for token in overrides:
-        if not token.startswith("--") or token in ("--help", "--config_path"):
-            continue
-        name = token[2:].split("=", 1)[0]
-        if name in known:
+    for name in _override_names(overrides):
+        if name in known or name in ("help", "config_path"):
             continue
         if _moved(name):
             raise ConfigError(f"option --{name} moved to --{_moved(name)}")
@@ -545,26 +787,52 @@ def check_option_names(overrides: list[str]) -> None:
         raise ConfigError(f"unknown option --{name}{hint}")
 
 
+class _HelpFormatter(SimpleHelpFormatter):
+    """draccus' help, with the field docstrings shown as written: argparse %-formats every
+    option's help to fill in its default, and docstrings use `%` as text (`processes % G`)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        docstring = action.help or ""
+        default = super()._get_help_string(action)[len(docstring) :]
+        return docstring.replace("%", "%%") + default
+
+
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
     """Load a YAML config and apply `--section.key value` overrides.
 
-    Raises ConfigError naming the file and key for an unknown key or a wrongly typed value.
+    Raises a one-line ConfigError naming the file (and line) or the key for a file that is not
+    UTF-8 YAML, an unknown key, a wrongly typed value, or one `validate` refuses.
     """
+    args = list(overrides or [])
     if path is not None and not Path(path).is_file():
         raise ConfigError(f"config file not found: {path}")
-    if path is not None:
-        check_moved_keys(path)
-    check_option_names(list(overrides or []))
+    data = read_yaml(path) if path is not None else {}
+    check_moved_keys(data, path)
+    check_option_names(args)
+    parser = ArgumentParser(
+        config_class=Config,
+        # draccus reads the file again, and fails on an empty one.
+        config_path=str(path) if data else None,
+        formatter_class=_HelpFormatter,
+    )
     try:
-        config = draccus.parse(
-            config_class=Config,
-            config_path=str(path) if path is not None else None,
-            args=list(overrides or []),
+        config = parser.parse_args(args)
+    except yaml.MarkedYAMLError as error:
+        # The file parsed above, so the YAML draccus failed on is a command-line value.
+        value = (error.problem_mark.buffer or "").rstrip("\0") if error.problem_mark else ""
+        raise ConfigError(
+            f"command-line value {value!r} is not valid YAML ({error.problem})"
+        ) from None
+    except (draccus.utils.DecodingError, ValueError) as error:
+        key = ".".join(str(part) for part in getattr(error, "key_path", ()))
+        # A key set on the command line has the command line's value, not the file's.
+        overridden = any(
+            key == name or key.startswith(f"{name}.") for name in _override_names(args)
         )
-    except draccus.utils.DecodingError as error:
-        raise ConfigError(f"{path}: {error}") from None
-    except ValueError as error:
-        raise ConfigError(f"{path}: {error}") from None
+        where = f"{path}: " if path is not None and not overridden else ""
+        # draccus' messages carry a second, indented line with the underlying error.
+        message = " ".join(line.strip() for line in str(error).splitlines())
+        raise ConfigError(f"{where}{message}") from None
     return validate(config)
 
 

@@ -1,3 +1,5 @@
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,85 @@ def test_adversarial_debate_needs_role_advantages(tmp_path):
     with pytest.raises(ConfigError, match="grpo.advantages: role"):
         load_config(path)
     assert load_config(path, ["--grpo.advantages", "role"]).env.debate.reward_mode == "adversarial"
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "rollout", "index", "serve"])
+def test_help_lists_every_option_with_its_docstring(command):
+    result = subprocess.run(
+        [sys.executable, "-m", "lexrl.cli", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    missing = [name for name in option_names() if f"--{name} " not in result.stdout]
+    assert missing == []
+    # Docstrings that hold `%`, which argparse would take for a format.
+    assert "(processes % G == 0" in result.stdout
+    assert "for the 95%" in result.stdout
+
+
+def test_a_yaml_syntax_error_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("run:\n  seed: 1\ngrpo:\n  loss: [reinforce\n  beta: 0.1\n")
+    with pytest.raises(ConfigError, match=r"^\S*bad\.yaml:5: not valid YAML \(expected ',' or ']'"):
+        load_config(path)
+
+
+def test_a_control_character_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("run:\n  output_dir: a\x07b\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml:2: not valid YAML \(character #x0007"):
+        load_config(path)
+
+
+def test_a_byte_that_is_not_utf8_names_file_line_and_byte(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("run:\n  output_dir: runs/café\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1\.yaml:2: not UTF-8 \(byte 0xe9 at byte 27\)"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(("text", "kind"), [("- run\n- grpo\n", "list"), ("demo\n", "str")])
+def test_a_top_level_that_is_no_mapping_names_the_file(tmp_path, text, kind):
+    path = tmp_path / "flat.yaml"
+    path.write_text(text)
+    with pytest.raises(
+        ConfigError, match=rf"flat\.yaml: the top level must be a mapping .* {kind}$"
+    ):
+        load_config(path)
+
+
+def test_an_empty_file_is_the_defaults(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("# nothing set\n")
+    assert load_config(path) == Config()
+
+
+def test_a_bad_command_line_value_is_one_line():
+    with pytest.raises(ConfigError, match=r"^command-line value '\[a' is not valid YAML \("):
+        load_config(None, ["--lora.target_modules", "[a"])
+    for path in (None, CONFIGS[0]):
+        with pytest.raises(ConfigError) as error:
+            load_config(path, ["--run.max_steps", "x"])
+        # The value is the command line's: no file named.
+        assert str(error.value) == "`run.max_steps`: Couldn't parse 'x' into an int"
+
+
+def test_a_wrongly_shaped_value_is_one_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("lora:\n  target_modules: 5\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: `lora\.target_modules`") as error:
+        load_config(path)
+    assert "\n" not in str(error.value)
+
+
+def test_an_unregistered_env_lists_the_registered_ones():
+    registered = "statute, lexam, argument, debate, gdpr"
+    with pytest.raises(ConfigError) as error:
+        load_config(None, ["--env.name", "gpdr"])
+    assert str(error.value) == f"`env.name` is 'gpdr'; registered: {registered}, or `mix`"
+    with pytest.raises(ConfigError) as error:
+        load_config(None, ["--env.name", "mix", "--env.mix", "[{name: gdpr}, {name: lexamm}]"])
+    assert str(error.value) == f"`env.mix[1].name` is 'lexamm'; registered: {registered}"
