@@ -223,6 +223,15 @@ def _index(config: Config) -> None:
     )
 
 
+def _close_progress_bars() -> None:
+    """End every progress bar still drawn, so the error starts a line of its own instead of
+    being glued to a bar the failure interrupted."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run a command. An anticipated error (`lexrl.errors.LexrlError`: config, data, model,
     endpoint, checkpoint, run folder, plan, run) ends it in one line on stderr with its kind's
@@ -230,9 +239,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _run(argv)
     except LexrlError as error:
+        _close_progress_bars()
         print(f"{error.kind} error: {scrub(str(error))}", file=sys.stderr)
         raise SystemExit(error.exit_code) from None
     except KeyboardInterrupt:
+        _close_progress_bars()
         print("interrupted (Ctrl-C)", file=sys.stderr)
         raise SystemExit(130) from None
     except Exception:
