@@ -11,6 +11,7 @@ half-written checkpoint, an optimizer step or a collective of the other processe
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -22,6 +23,21 @@ from accelerate import Accelerator
 from lexrl.train.learner import sum_over_processes
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def abort() -> None:
+    """End the process now, exit code 130. A KeyboardInterrupt raised here would surface in
+    whatever runs at that moment (an asyncio callback of the rollout, a worker thread) and be
+    printed as its traceback; the checkpoints on disk are complete either way (atomic renames),
+    and the run folder's lock goes with the process."""
+    print(
+        "\ninterrupted (Ctrl-C): aborted; continue from the last checkpoint with "
+        "`--run.resume true`",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.stdout.flush()
+    os._exit(130)
 
 
 class StopRequest:
@@ -37,7 +53,7 @@ class StopRequest:
 
     def _record(self, signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and self.signal == signal.SIGINT:
-            raise KeyboardInterrupt
+            abort()
         if signum == signal.SIGINT:
             print(
                 "Ctrl-C: finishing this step and writing a checkpoint (Ctrl-C again aborts; "

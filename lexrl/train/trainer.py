@@ -709,7 +709,10 @@ def train(config: Config) -> dict[str, dict[str, float]]:
     if stopping and run.main:
         console.print(
             f"stopped by {stop.name} after step {step}, checkpoint written: continue with "
-            "`--run.resume true`"
+            "`--run.resume true`",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
         )
     if config.run.eval_after and run.main and not stopping:
         evaluate_after(run, summaries, intervals)
