@@ -30,9 +30,12 @@ def test_a_second_holder_is_refused_with_the_first_ones_host_and_pid(tmp_path):
 
 
 def test_the_same_process_cannot_hold_a_folder_twice(tmp_path):
-    with hold_run_folder(tmp_path), pytest.raises(RunFolderLocked, match="in use by another run"):
-        with hold_run_folder(tmp_path):
-            pass
+    with (
+        hold_run_folder(tmp_path),
+        pytest.raises(RunFolderLocked, match="in use by another run"),
+        hold_run_folder(tmp_path),
+    ):
+        pass
 
 
 def test_a_lock_left_by_a_killed_run_is_taken_over_with_a_warning(tmp_path):
