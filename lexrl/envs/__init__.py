@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from lexrl.errors import ConfigError
+
 if TYPE_CHECKING:
     # Typing only: `lexrl.config` composes the envs' options modules, which import this package.
     from lexrl.config import EnvConfig
@@ -67,7 +69,7 @@ def make_env(config: EnvConfig) -> Env:
 
         return MixtureEnv.from_config(config)
     if config.name not in REGISTRY:
-        raise ValueError(
+        raise ConfigError(
             f"unknown env `env.name: {config.name}`; registered: {', '.join(REGISTRY)}"
         )
     return REGISTRY[config.name][0](config)

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lexrl.envs.base import Env, EnvPart, task_at
+from lexrl.errors import ConfigError
 from lexrl.rollout.policy import Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
@@ -53,7 +54,7 @@ class MixtureEnv(Env):
 
         for index, member in enumerate(config.mix):
             if member.name not in REGISTRY:
-                raise ValueError(
+                raise ConfigError(
                     f"`env.mix[{index}].name` is {member.name!r}; registered: {', '.join(REGISTRY)}"
                 )
         members = {m.name: REGISTRY[m.name][0](config) for m in config.mix}
@@ -61,7 +62,7 @@ class MixtureEnv(Env):
             weights = {name: float(len(env.tasks("train"))) for name, env in members.items()}
             empty = [name for name, weight in weights.items() if weight == 0]
             if empty:
-                raise ValueError(f"env.mix: {', '.join(empty)} has no training tasks")
+                raise ConfigError(f"env.mix: {', '.join(empty)} has no training tasks")
         else:
             weights = {m.name: m.weight for m in config.mix}
         return cls(members, mixture_probabilities(weights, config.mix_temperature))

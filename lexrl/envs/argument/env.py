@@ -64,6 +64,7 @@ from lexrl.envs.argument.teacher import (
     teacher_verdict,
 )
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
+from lexrl.errors import ConfigError
 from lexrl.rewards.judge import JudgeClient, JudgeParseError
 from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
@@ -165,26 +166,28 @@ class ArgumentEnv(Env):
 
     def __init__(self, config: ArgumentEnvConfig):
         if config.workflow not in WORKFLOWS:
-            raise ValueError(
+            raise ConfigError(
                 f"env.argument.workflow: {config.workflow!r} is not one of {', '.join(WORKFLOWS)}"
             )
         if config.analyst not in ("policy", "judge"):
-            raise ValueError(f"env.argument.analyst: {config.analyst!r}: policy or judge")
+            raise ConfigError(f"env.argument.analyst: {config.analyst!r}: policy or judge")
         if config.extract_factors not in ("json", "llm"):
-            raise ValueError(
+            raise ConfigError(
                 f"env.argument.extract_factors: {config.extract_factors!r}: json or llm"
             )
         external = (config.workflow == "RMA" and config.analyst == "judge") or (
             config.extract_factors == "llm"
         )
         if external and not config.judges:
-            raise ValueError(
+            raise ConfigError(
                 "env.argument: `analyst: judge` and `extract_factors: llm` need `judges`"
             )
         for key in ("kinds", "warmstart_kinds"):
             unknown = set(getattr(config, key)) - set(KINDS)
             if unknown or not getattr(config, key):
-                raise ValueError(f"env.argument.{key}: {sorted(unknown)}; expected some of {KINDS}")
+                raise ConfigError(
+                    f"env.argument.{key}: {sorted(unknown)}; expected some of {KINDS}"
+                )
         self.config = config
         self.weights = {
             "abstention": config.abstention_weight,
@@ -238,7 +241,7 @@ class ArgumentEnv(Env):
 
     def tasks(self, split: str) -> list[Task]:
         if split not in self._tasks:
-            raise ValueError(f"the argument env has splits train and test, not {split!r}")
+            raise ConfigError(f"the argument env has splits train and test, not {split!r}")
         return self._tasks[split]
 
     def warmstart_tasks(self) -> list[Task]:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from lexrl.envs.argument.factors import FACTORS, factor_number, normalise_factor_id
 from lexrl.envs.data import DatasetError
+from lexrl.errors import ConfigError
 
 KINDS = ("arguable", "mismatched", "non_arguable")
 CASES = ("c1", "c2", "c3")
@@ -164,7 +165,7 @@ def generate_scenario(kind: str, complexity: int, seed: int) -> Scenario:
     if kind not in KINDS:
         raise ValueError(f"unknown scenario kind `{kind}`; one of {', '.join(KINDS)}")
     if not 1 <= complexity <= MAX_COMPLEXITY:
-        raise ValueError(f"complexity {complexity} is outside 1..{MAX_COMPLEXITY}")
+        raise ConfigError(f"complexity {complexity} is outside 1..{MAX_COMPLEXITY}")
     rng = random.Random(seed)
     all_ids = list(FACTORS)
 
@@ -211,7 +212,7 @@ def split_seeds(split: str, n: int) -> range:
         raise ValueError(f"unknown split `{split}`; one of {', '.join(SPLIT_SEEDS)}")
     seeds = SPLIT_SEEDS[split]
     if not 0 <= n <= len(seeds):
-        raise ValueError(f"{n} seeds asked of split `{split}`, which has {len(seeds)}")
+        raise ConfigError(f"{n} seeds asked of split `{split}`, which has {len(seeds)}")
     return seeds[:n]
 
 

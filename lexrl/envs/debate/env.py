@@ -44,6 +44,7 @@ from lexrl.envs.debate.reward import (
 from lexrl.envs.debate.rubric import RUBRIC_FORMAT, parse_rubric, rubric_messages
 from lexrl.envs.lexam.data import default_sample
 from lexrl.envs.lexam.reward import format_choices, option_label
+from lexrl.errors import ConfigError
 from lexrl.rewards.judge import JudgeClient, JudgeParseError, strip_thinking
 from lexrl.rollout.policy import Messages, Policy
 from lexrl.types import Group, Task, Trajectory
@@ -62,7 +63,7 @@ def rubric_score(reply: str) -> float:
 
 def _choose(name: str, value: object, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ValueError(f"env.debate.{name}: {value!r} is not one of {', '.join(choices)}")
+        raise ConfigError(f"env.debate.{name}: {value!r} is not one of {', '.join(choices)}")
 
 
 class DebateEnv(Env):
@@ -78,17 +79,17 @@ class DebateEnv(Env):
         self.config = config
         self.open = config.dataset == "oab"
         if self.open and config.reward_mode == "adversarial":
-            raise ValueError(
+            raise ConfigError(
                 "env.debate.reward_mode: adversarial needs options to adopt (multiple choice); "
                 "open-ended OAB questions are cooperative"
             )
         if self.open and config.rubric_weight and not config.rubric_judges:
-            raise ValueError(
+            raise ConfigError(
                 "env.debate.rubric_judges is empty: open-ended answers are scored by the rubric "
                 "judges (or set env.debate.rubric_weight: 0 to reward citation F1 alone)"
             )
         if config.judge == "external" and not config.judges:
-            raise ValueError("env.debate.judge: external needs an endpoint in env.debate.judges")
+            raise ConfigError("env.debate.judge: external needs an endpoint in env.debate.judges")
         self._tasks = self._load()
         roles = ["debater_x", "debater_y"]
         if config.judge == "policy":
@@ -181,7 +182,7 @@ class DebateEnv(Env):
         per system of `eval_systems`, the systems of one question next to each other (so a
         prefix, `eval.max_tasks`, compares the systems on the same questions)."""
         if split not in self._tasks:
-            raise ValueError(f"the debate env has splits {', '.join(self._tasks)}, not {split!r}")
+            raise ConfigError(f"the debate env has splits {', '.join(self._tasks)}, not {split!r}")
         systems = [self.config.protocol] if split == "train" else self.config.eval_systems
         return [
             _for_system(task, system, tagged=split != "train")

@@ -47,6 +47,7 @@ from lexrl.envs.gdpr.options import (
 )
 from lexrl.envs.gdpr.parsing import parse_reply, parse_subtasks
 from lexrl.envs.gdpr.report import markdown_table, system_metrics
+from lexrl.errors import ConfigError
 from lexrl.retrieval.base import Retriever
 from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
@@ -87,7 +88,7 @@ def parse_system(text: str, key: str) -> System:
         or match["retriever"] not in RETRIEVERS
         or int(match["k"]) < 1
     ):
-        raise ValueError(
+        raise ConfigError(
             f"{key}: {text!r} is not `none`, `live` or `<configuration>/<retriever>/<k>` with a "
             f"configuration of {', '.join(CONFIGURATIONS)}, a retriever of "
             f"{', '.join(RETRIEVERS)} and k >= 1"
@@ -118,18 +119,18 @@ class GdprEnv(Env):
 
     def __init__(self, config: GdprEnvConfig):
         if config.live_retriever not in RETRIEVERS:
-            raise ValueError(
+            raise ConfigError(
                 f"env.gdpr.live_retriever: {config.live_retriever!r} is not one of "
                 f"{', '.join(RETRIEVERS)}"
             )
         if config.max_subtasks < 1 or config.live_k < 1:
-            raise ValueError("env.gdpr.max_subtasks and env.gdpr.live_k must be >= 1")
+            raise ConfigError("env.gdpr.max_subtasks and env.gdpr.live_k must be >= 1")
         self.config = config
         self.system = parse_system(config.system, "env.gdpr.system")
         self.grid = [parse_system(s, "env.gdpr.eval_grid") for s in config.eval_grid]
         names = [system.name for system in self.grid]
         if not names or len(set(names)) < len(names):
-            raise ValueError(
+            raise ConfigError(
                 f"env.gdpr.eval_grid: {config.eval_grid} must list at least one system, each once"
             )
         self.roles = ("meta",)
@@ -170,7 +171,7 @@ class GdprEnv(Env):
         per system of `eval_grid`, a question's systems next to each other (so an
         `eval.max_tasks` that is a multiple of the grid's size scores whole questions)."""
         if split not in self._tasks:
-            raise ValueError(f"the gdpr env has splits {', '.join(self._tasks)}, not {split!r}")
+            raise ConfigError(f"the gdpr env has splits {', '.join(self._tasks)}, not {split!r}")
         systems = [self.system] if split == "train" else self.grid
         return [
             Task(

@@ -37,6 +37,7 @@ from lexrl.envs.data import (
     split_by_group,
     text_field,
 )
+from lexrl.errors import ConfigError
 from lexrl.types import Task
 
 MCQ_CONFIGS = ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices", "mcq_32_choices")
@@ -96,7 +97,7 @@ def default_sample(config: str) -> Path:
 
 def _options_of(config: str) -> int | None:
     if config not in CONFIGS:
-        raise ValueError(f"unknown LEXam config `{config}`; one of {', '.join(CONFIGS)}")
+        raise ConfigError(f"unknown LEXam config `{config}`; one of {', '.join(CONFIGS)}")
     match = re.fullmatch(r"mcq_(\d+)_choices", config)
     return int(match.group(1)) if match else None
 
@@ -216,7 +217,7 @@ def load_lexam(
     """
     n_options = _options_of(config)
     if language not in (None, *LANGUAGES):
-        raise ValueError(f"language must be one of {LANGUAGES} or None, got {language!r}")
+        raise ConfigError(f"language must be one of {LANGUAGES} or None, got {language!r}")
     path = Path(source)
     if path.is_dir():
         parts = [(str(file), read_table(file)) for file in _files(path, config, split)]

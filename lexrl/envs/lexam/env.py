@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import Any
 
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
+from lexrl.envs.data import DatasetError
 from lexrl.envs.lexam.data import default_sample, load_lexam, split_by_course, to_task
 from lexrl.envs.lexam.metrics import markdown_breakdown, mcq_metrics, open_metrics
 from lexrl.envs.lexam.options import LexamEnvConfig
@@ -28,6 +29,7 @@ from lexrl.envs.lexam.reward import (
     option_label,
     parse_mcq_answer,
 )
+from lexrl.errors import ConfigError
 from lexrl.rewards.judge import (
     BRACKET_FORMAT,
     JudgeClient,
@@ -51,21 +53,21 @@ class LexamEnv(Env):
 
     def __init__(self, config: LexamEnvConfig):
         if config.workflow not in WORKFLOWS:
-            raise ValueError(
+            raise ConfigError(
                 f"env.lexam.workflow: {config.workflow!r} is not one of {', '.join(WORKFLOWS)}"
             )
         if config.prompt not in PROMPTS:
-            raise ValueError(
+            raise ConfigError(
                 f"env.lexam.prompt: {config.prompt!r} is not one of {', '.join(PROMPTS)}"
             )
         if config.judge_aggregate not in ("min", "mean"):
-            raise ValueError(f"env.lexam.judge_aggregate: {config.judge_aggregate!r}: min or mean")
+            raise ConfigError(f"env.lexam.judge_aggregate: {config.judge_aggregate!r}: min or mean")
         self.config = config
         self.open = config.config == "open_question"
         source = str(default_sample(config.config)) if config.source == "sample" else config.source
         items = load_lexam(source, config.config, config.hub_split, config.language or None)
         if not items:
-            raise ValueError(
+            raise DatasetError(
                 f"env.lexam: no {config.language or 'any'}-language items of {config.config} in "
                 f"{source}"
             )
@@ -108,7 +110,7 @@ class LexamEnv(Env):
 
     def tasks(self, split: str) -> list[Task]:
         if split not in self._tasks:
-            raise ValueError(f"LEXam has splits {', '.join(self._tasks)}, not {split!r}")
+            raise ConfigError(f"LEXam has splits {', '.join(self._tasks)}, not {split!r}")
         return self._tasks[split]
 
     def text_corpus(self) -> list[str]:
