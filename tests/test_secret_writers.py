@@ -3,13 +3,12 @@ text it returns) must not put the key into any file of the run: the sample turns
 and the W&B table), the metrics, the W&B offline files and the judge's on-disk cache."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from lexrl.cli import main
+from tests.chat_stub import chat_server, completion
 
 KEY = "sk-lexrl-echoed-canary-8d41c07a2e9f"
 KEY_ENV = "LEXRL_TEST_ECHOED_KEY"
@@ -55,29 +54,11 @@ def echoing_judge():
     """An OpenAI-compatible judge whose every reply quotes the request's Authorization header
     before its score."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
+    def answer(headers) -> tuple[int, bytes]:
+        return 200, completion(f"Seen: Authorization: {headers['Authorization']}. Fair. [[0.6]]")
 
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            text = f"Seen: Authorization: {self.headers['Authorization']}. Fair. [[0.6]]"
-            message = {"role": "assistant", "content": text}
-            choice = {"index": 0, "finish_reason": "stop", "message": message}
-            body = json.dumps({"id": "c", "object": "chat.completion", "choices": [choice]})
-            data = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
+    with chat_server(answer) as url:
+        yield url
 
 
 def files_under(folder: Path) -> dict[str, bytes]:

@@ -4,14 +4,13 @@ written as 0), and after `run.max_failed_steps` such steps the run writes its ch
 with exit code 9 and one line naming the judge's URL and why it failed."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from lexrl.cli import main
 from lexrl.train.checkpoint import latest_checkpoint
 from lexrl.train.trainer import FailedSteps, metric_means
+from tests.chat_stub import chat_server
 
 RUN = """
 model:
@@ -50,26 +49,8 @@ run:
 @pytest.fixture()
 def broken_judge():
     """An OpenAI-compatible judge that answers every request with a 500."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            body = b'{"error": {"message": "judge overloaded"}}'
-            self.send_response(500)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
+    with chat_server(lambda headers: (500, b'{"error": {"message": "judge overloaded"}}')) as url:
+        yield url
 
 
 def test_a_mean_over_no_scored_episode_is_left_out_not_zero():
