@@ -1,4 +1,4 @@
-"""`lexrl train | plan | eval | compare | rollout | index | serve | envs`.
+"""`lexrl train | plan | eval | audit | compare | rollout | index | serve | envs`.
 
 Every command takes a YAML config and `--section.key value` overrides, parsed and validated
 before torch is imported, so `--help` and config errors answer at once.
@@ -71,6 +71,19 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="checkpoint folder (…/checkpoints/step-N); omit for the base",
     )
+    audit = commands.add_parser(
+        "audit",
+        help="each env's degenerate policies' reward as a share of the scripted teacher's",
+        add_help=False,
+    )
+    audit.add_argument("config", nargs="?")
+    audit.add_argument(
+        "--max-tasks",
+        type=int,
+        default=None,
+        help="held-out tasks per env (default: all of them)",
+    )
+    audit.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
     compare = commands.add_parser(
         "compare", help="two evaluation reports side by side, differences and interval overlap"
     )
@@ -113,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
 def _load(path: str | None, overrides: list[str], required: bool = True) -> Config:
     if path is None and required and not {"-h", "--help"} & set(overrides):
         print(
-            "usage: lexrl {train,eval,rollout,index,serve} CONFIG [--section.key value ...] (--help lists the keys)",
+            "usage: lexrl {train,eval,audit,rollout,index,serve} CONFIG [--section.key value ...] (--help lists the keys)",
             file=sys.stderr,
         )
         raise SystemExit(2)
@@ -195,6 +208,25 @@ def _plan(config: Config, args: argparse.Namespace) -> None:
         print(plan_json(plans))
     if not all(p.fits for p in plans):
         raise SystemExit(1)
+
+
+def _audit(config: Config, args: argparse.Namespace) -> None:
+    """Play each env's degenerate policies and its teacher on the held-out tasks; print the
+    table (and the rows as JSON)."""
+    import dataclasses
+
+    from lexrl.envs import make_env
+    from lexrl.eval.audit import audit, markdown
+    from lexrl.models import config_tokenizer
+
+    if args.max_tasks is not None and args.max_tasks < 1:
+        raise ConfigError(f"--max-tasks {args.max_tasks}: give at least 1")
+    env = make_env(config.env)
+    tokenizer = config_tokenizer(config.model, env.text_corpus())
+    rows = audit(env, tokenizer, args.max_tasks, config.run.seed)
+    print(markdown(rows))
+    if args.json:
+        print(json.dumps([dataclasses.asdict(row) for row in rows], ensure_ascii=False))
 
 
 def _index(config: Config) -> None:
@@ -302,6 +334,8 @@ def _run(argv: list[str] | None) -> None:
         _evaluate(config, args.checkpoint)
     elif args.command == "index":
         _index(config)
+    elif args.command == "audit":
+        _audit(config, args)
     elif args.command == "serve":
         import torch
         from accelerate import Accelerator

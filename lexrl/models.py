@@ -224,6 +224,16 @@ def builtin_model_dir(config: ModelConfig, corpus_text: list[str] | None = None)
     return None
 
 
+def config_tokenizer(
+    config: ModelConfig, corpus_text: list[str] | None = None
+) -> PreTrainedTokenizerBase:
+    """The tokenizer of `model.name_or_path` from disk only: a built-in model's (built on first
+    use, `tiny`'s from `corpus_text`), or a folder's or the Hugging Face cache's."""
+    path = builtin_model_dir(config, corpus_text) or config.name_or_path
+    with loading("model.name_or_path", str(path)):
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+
 def load_base(
     config: ModelConfig, corpus_text: list[str] | None = None, path: str | Path | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lexrl.envs.degenerate import PolicyFactory, generic_policies
 from lexrl.rollout.policy import Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
@@ -109,6 +110,12 @@ class Env(ABC):
     def teacher(self, task: Task, rng: random.Random) -> Teacher:
         """A scripted stand-in for the policy (warm-start data); envs without one raise."""
         raise NotImplementedError(f"env {self.name!r} has no scripted teacher for warm-start")
+
+    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+        """The cheap strategies a policy could fall into, by name: scripted teachers whose replies
+        ignore the task's content (`lexrl audit` scores them against `teacher`). The default
+        fits any env; an env adds its own (`lexrl/envs/<env>/degenerate.py`)."""
+        return generic_policies()
 
     def warmstart_tasks(self) -> list[Task]:
         """The tasks the scripted teacher plays for the supervised warm-start (`warmstart.*`):

@@ -189,19 +189,12 @@ def profile_from_rollout(config: Config, episodes: int) -> TokenProfile:
     """Token counts of `episodes` scripted-teacher episodes of the config's env, rendered with the
     config's own tokenizer. Completions are the teacher's replies; the memory plan still sizes
     them at `rollout.max_new_tokens`."""
-    from transformers import AutoTokenizer
-
     from lexrl.envs import make_env
-    from lexrl.models import SMOLLM2, smollm2_model_dir, tiny_model_dir
+    from lexrl.models import config_tokenizer
     from lexrl.train.warmstart import scripted_rows
 
     env = make_env(config.env)
-    name = config.model.name_or_path
-    if name == "tiny":
-        name = str(tiny_model_dir(config.model, env.text_corpus()))
-    elif name == SMOLLM2:
-        name = str(smollm2_model_dir(config.model.cache_dir))
-    tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
+    tokenizer = config_tokenizer(config.model, env.text_corpus())
     rows = scripted_rows(env, tokenizer, episodes, config.run.seed)
     turns = [(len(r.prompt_ids), len(r.completion_ids)) for r in rows]
     return TokenProfile(

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
+from lexrl.envs.argument.degenerate import argument_policies
 from lexrl.envs.argument.factors import FACTORS
 from lexrl.envs.argument.metrics import argument_table, markdown_table, score_triple
 from lexrl.envs.argument.options import WORKFLOWS, ArgumentEnvConfig
@@ -64,6 +65,7 @@ from lexrl.envs.argument.teacher import (
     teacher_verdict,
 )
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
+from lexrl.envs.degenerate import PolicyFactory
 from lexrl.errors import ConfigError
 from lexrl.rewards.judge import JudgeClient, JudgeParseError
 from lexrl.rollout.policy import Messages, Policy, Teacher
@@ -478,6 +480,9 @@ class ArgumentEnv(Env):
             return teacher_review(scenario, index, draft)
 
         return respond
+
+    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+        return argument_policies()
 
     def report(
         self, tasks: list[Task], groups: list[Group] | None, request: ReportRequest

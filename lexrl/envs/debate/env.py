@@ -25,6 +25,7 @@ from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
 from lexrl.envs.data import DatasetError
 from lexrl.envs.debate.citations import citation_scores, extract_citations
 from lexrl.envs.debate.data import barexam_tasks, lexam_tasks, oab_tasks
+from lexrl.envs.debate.degenerate import debate_policies
 from lexrl.envs.debate.metrics import markdown_table, mcq_system_metrics, open_system_metrics
 from lexrl.envs.debate.options import (
     DATASETS,
@@ -42,6 +43,7 @@ from lexrl.envs.debate.reward import (
     mcq_components,
 )
 from lexrl.envs.debate.rubric import RUBRIC_FORMAT, parse_rubric, rubric_messages
+from lexrl.envs.degenerate import PolicyFactory
 from lexrl.envs.lexam.data import default_sample
 from lexrl.envs.lexam.reward import format_choices, option_label
 from lexrl.errors import ConfigError
@@ -212,6 +214,9 @@ class DebateEnv(Env):
             category = task.inputs["category"]
             return f"Question{f' ({category})' if category else ''}: {task.inputs['statement']}"
         return f"Question: {task.inputs['question']}{format_choices(task.inputs['choices'])}"
+
+    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+        return debate_policies(self.open)
 
     # -- the episode -------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
+from lexrl.envs.degenerate import PolicyFactory
 from lexrl.envs.gdpr.data import (
     default_sample,
     load_maslegalbench,
@@ -38,6 +39,7 @@ from lexrl.envs.gdpr.data import (
     stats,
     to_task,
 )
+from lexrl.envs.gdpr.degenerate import gdpr_policies
 from lexrl.envs.gdpr.options import (
     AGENTS,
     CONFIGURATIONS,
@@ -200,6 +202,9 @@ class GdprEnv(Env):
             return reply
 
         return respond
+
+    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+        return gdpr_policies(self.tasks("train"))
 
     def warmstart_tasks(self) -> list[Task]:
         """The training questions, unless the training system is the live form (no teacher)."""

@@ -20,7 +20,9 @@ from typing import Any
 
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
 from lexrl.envs.data import DatasetError
+from lexrl.envs.degenerate import PolicyFactory
 from lexrl.envs.lexam.data import default_sample, load_lexam, split_by_course, to_task
+from lexrl.envs.lexam.degenerate import lexam_policies
 from lexrl.envs.lexam.metrics import markdown_breakdown, mcq_metrics, open_metrics
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.lexam.reward import (
@@ -206,6 +208,9 @@ class LexamEnv(Env):
             return answer
 
         return respond
+
+    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+        return lexam_policies(self.open, self.config.prompt == "brief", not self.config.judges)
 
     def demonstration(self, task: Task) -> list[dict[str, str]]:
         """The `brief` prompt's one worked exchange (`prompts/brief_example.txt`, a made-up

@@ -28,6 +28,7 @@ from importlib import resources
 from typing import Any
 
 from lexrl.envs.base import Env, EnvReport, ReportRequest
+from lexrl.envs.degenerate import PolicyFactory
 from lexrl.envs.statute.data import (
     default_stopwords,
     load_csaid,
@@ -35,6 +36,7 @@ from lexrl.envs.statute.data import (
     load_stard,
     load_stopwords,
 )
+from lexrl.envs.statute.degenerate import statute_policies
 from lexrl.envs.statute.demo_world import ACTS, PROCEDURE_TERMS, build_demo_world
 from lexrl.envs.statute.options import StatuteEnvConfig
 from lexrl.envs.statute.parsing import (
@@ -330,6 +332,9 @@ class StatuteEnv(Env):
         }
         outcome = {"pool": ordered, "scores": [pool.best_score(doc) for doc in ordered]}
         return policy.finish(outcome=outcome, components=components, steps=steps, metrics=metrics)
+
+    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+        return statute_policies()
 
     def teacher(self, task: Task, rng: random.Random) -> Teacher:
         """A naive scripted team for warm-start data: correct rewrites, but a planner that picks

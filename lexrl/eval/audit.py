@@ -1,0 +1,150 @@
+"""`lexrl audit`: how much of an env's reward a degenerate policy earns.
+
+Each env declares the cheap strategies a policy could fall into (`Env.degenerate_policies`:
+replies that ignore the task's content). The audit plays each of them, and the env's scripted
+teacher, through the env's real workflow on the held-out tasks, and reports each one's mean
+reward as a share of the teacher's: the teacher is the reward's upper reference, so a large
+share means a policy can earn most of the reward without doing the task. A mixture is audited
+member by member, each with its own policies.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from transformers import PreTrainedTokenizerBase
+
+from lexrl.envs.base import Env
+from lexrl.envs.degenerate import PolicyFactory
+from lexrl.rollout.engine import run_groups
+from lexrl.rollout.policy import ScriptedPolicy
+from lexrl.types import Task, Trajectory
+
+TEACHER = "teacher"
+SHARE_BOUND = 0.6
+"""A degenerate policy earning more than this share of the teacher's reward is marked."""
+
+
+@dataclass
+class AuditRow:
+    """One policy's numbers on one env's audited tasks."""
+
+    env: str
+    policy: str
+    """`teacher`, or the name of one of the env's degenerate policies."""
+    tasks: int
+    failed: int
+    """Episodes with no reward (`Trajectory.failed`), left out of the means."""
+    mean_reward: float | None
+    """Over the episodes that did not fail; None when all did."""
+    share: float | None
+    """`mean_reward` / the teacher's; None for the teacher itself, or without a positive
+    teacher reward to compare with."""
+    headline: float | None
+    """The mean of the env's `headline_metric`, where the episodes report it."""
+    headline_metric: str
+    note: str = ""
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def play(
+    env: Env,
+    tasks: list[Task],
+    tokenizer: PreTrainedTokenizerBase,
+    factory: PolicyFactory,
+    seed: int,
+) -> list[Trajectory]:
+    """One episode per task, `factory`'s teacher answering for the policy in every role."""
+    rng = random.Random(seed)
+    groups = run_groups(
+        env,
+        tasks,
+        1,
+        lambda task: ScriptedPolicy(tokenizer, task.id, factory(task, rng)),
+        progress=False,
+    )
+    return [trajectory for group in groups for trajectory in group.trajectories]
+
+
+def score(env_name: str, metric: str, policy: str, trajectories: list[Trajectory]) -> AuditRow:
+    """The row of `policy`'s episodes, its share still to be set against the teacher's."""
+    scored = [t for t in trajectories if not t.failed]
+    return AuditRow(
+        env=env_name,
+        policy=policy,
+        tasks=len(trajectories),
+        failed=len(trajectories) - len(scored),
+        mean_reward=_mean([t.reward for t in scored]),
+        share=None,
+        headline=_mean([t.metrics[metric] for t in scored if metric in t.metrics]),
+        headline_metric=metric,
+    )
+
+
+def audit_env(
+    name: str, env: Env, tasks: list[Task], tokenizer: PreTrainedTokenizerBase, seed: int = 0
+) -> list[AuditRow]:
+    """The teacher's row, then each degenerate policy's with its share of the teacher's reward.
+    An env without a scripted teacher gets its policies' rewards alone, and says so."""
+    metric = env.headline_metric
+    try:
+        teacher_row = score(name, metric, TEACHER, play(env, tasks, tokenizer, env.teacher, seed))
+    except NotImplementedError as error:
+        teacher_row = AuditRow(name, TEACHER, len(tasks), 0, None, None, None, metric, str(error))
+    reference = teacher_row.mean_reward
+    rows = [teacher_row]
+    for policy, factory in env.degenerate_policies().items():
+        row = score(name, metric, policy, play(env, tasks, tokenizer, factory, seed))
+        if reference is not None and reference > 0 and row.mean_reward is not None:
+            row.share = row.mean_reward / reference
+        rows.append(row)
+    return rows
+
+
+def audit(
+    env: Env, tokenizer: PreTrainedTokenizerBase, max_tasks: int | None, seed: int = 0
+) -> list[AuditRow]:
+    """Every env of `env` (each member of a mixture) on its first `max_tasks` test tasks (None:
+    all of them)."""
+    members = env.member_envs() or {env.name: env}
+    rows = []
+    for name, member in members.items():
+        tasks = member.tasks("test")[:max_tasks]
+        rows += audit_env(name, member, tasks, tokenizer, seed)
+    return rows
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _share(row: AuditRow) -> str:
+    if row.policy == TEACHER:
+        return "100%" if row.mean_reward is not None else "n/a"
+    if row.share is None:
+        return "n/a (no teacher)" if row.mean_reward is not None else "n/a"
+    text = f"{row.share:.0%}"
+    return f"**{text}** ⚠" if row.share > SHARE_BOUND else text
+
+
+def markdown(rows: list[AuditRow]) -> str:
+    """The rows as a Markdown table; shares above `SHARE_BOUND` in bold with a warning sign."""
+    lines = [
+        "| env | policy | tasks | failed | mean reward | share of teacher | headline metric |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        headline = f"{row.headline_metric} {_number(row.headline)}"
+        policy = f"{row.policy} ({row.note})" if row.note else row.policy
+        lines.append(
+            f"| {row.env} | {policy} | {row.tasks} | {row.failed} | {_number(row.mean_reward)} "
+            f"| {_share(row)} | {headline} |"
+        )
+    lines.append(
+        f"\nShares of the scripted teacher's mean reward; above {SHARE_BOUND:.0%} in bold (⚠)."
+    )
+    return "\n".join(lines)
