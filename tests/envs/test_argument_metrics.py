@@ -81,6 +81,12 @@ def test_counts_and_metrics_of_a_mixed_triple():
         n_h=2,
         n_util=6,
         n_ext=8,
+        # c1 & c2 cited: F4 (right), F5 (c2 lacks it), + c2's outcome (P, right);
+        # c1 & c3 cited: F5 (right), + c3's outcome (D, right): 1 wrong of 5
+        authors_hallucination_accuracy=0.75,
+        authors_factor_recall=pytest.approx(2 / 3),
+        authors_successful_abstention=0.0,
+        precedent_identification_accuracy=pytest.approx(0.8),
     )
 
 
@@ -118,6 +124,10 @@ def test_a_correct_full_abstention_on_a_mismatched_triple():
         n_h=0,
         n_util=0,
         n_ext=0,
+        authors_hallucination_accuracy=1.0,
+        authors_factor_recall=0.0,
+        authors_successful_abstention=1.0,
+        precedent_identification_accuracy=0.0,
     )
     # Arguing the defendant's ply is one wrong abstention decision out of three.
     argued = (ABSTAIN, ply(c1=["F5"], c3=["F5"]), ABSTAIN)

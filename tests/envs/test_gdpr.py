@@ -133,7 +133,7 @@ def test_report_rows_and_baselines_equal_hand_computations(env, tokenizer):
     assert rows["none"]["accuracy"]["mean"] == 100.0
     assert rows["F+LR+AR+CS/bm25/5"]["accuracy"]["mean"] == pytest.approx(100 / 3)
     assert rows["AR/bm25/3"]["accuracy"]["mean"] == 0.0
-    assert rows["AR/bm25/3"]["accuracy_parsed_only"] is None
+    assert rows["AR/bm25/3"]["accuracy_lenient_parsed_only"] is None
     assert rows["AR/bm25/3"]["parse_rate"] == 0.0
     questions = [q for q in env.questions["test"] if q.id in {t.meta["question_id"] for t in tasks}]
     assert report.data["questions"] == 3 == len(questions)

@@ -34,7 +34,12 @@ from typing import Any
 
 from lexrl.envs.argument.degenerate import argument_policies
 from lexrl.envs.argument.factors import FACTORS
-from lexrl.envs.argument.metrics import argument_table, markdown_table, score_triple
+from lexrl.envs.argument.metrics import (
+    AUTHORS_METRICS,
+    argument_table,
+    markdown_table,
+    score_triple,
+)
 from lexrl.envs.argument.options import WORKFLOWS, ArgumentEnvConfig
 from lexrl.envs.argument.parsing import (
     ParsedPly,
@@ -91,6 +96,7 @@ METRICS = (
     "abstention_accuracy",
     "successful_abstention",
     "format_validity",
+    *AUTHORS_METRICS,
 )
 
 

@@ -5,6 +5,13 @@ and the paper's tables over an evaluation, with percentile-bootstrap 95% interva
 The paper has an LLM extract the factors an argument uses; here each ply lists the factors it
 cites per case (`ParsedPly.factors`), so F_Ext,c is exact and matched by id. Every metric takes
 the Scenario and its three parsed plies in PLIES order (plaintiff, defendant, rebuttal).
+
+The `authors_*` metrics and `precedent_identification_accuracy` are Zhang & Ashley's own
+definitions, from their code (lizhang-AIandLaw/Mitigating-Manipulation-and-Enhancing-Persuasion,
+`multi_agent_factor.py`, read against commit 8bf723c), reported beside ours. Their factor
+distiller reads the whole 3-ply argument, abstaining plies included, and lists the factors it
+mentions for the "Input Case", "TSC1" and "TSC2": here those lists are `cited(plies, "c1")`,
+`cited(plies, "c2")` and `cited(plies, "c3")`, matched by id instead of by name.
 """
 
 from __future__ import annotations
@@ -89,6 +96,80 @@ def format_validity(scenario: Scenario, plies: Sequence[ParsedPly]) -> float:
     return sum(ply.valid for ply in plies) / len(plies)
 
 
+ABSTENTION_KINDS = ("mismatched", "non_arguable")
+"""The kinds on which their code scores successful abstention (and applies its override)."""
+
+
+def authors_successful_abstention(scenario: Scenario, plies: Sequence[ParsedPly]) -> float:
+    """Their `calculate_successful_abstention`: 1.0 when the distilled factor lists are all
+    empty, whether or not the plies said TERMINATE. So a triple whose plies argue without
+    citing a factor is a success, and one whose plies abstain but cite factors is not (ours,
+    `successful_abstention`, reads `abstain` instead). Their `main` scores it only on
+    mismatched and non-arguable triples and sets it to 0 on arguable ones; so does this."""
+    if scenario.kind not in ABSTENTION_KINDS:
+        return 0.0
+    return float(all(not cited(plies, case) for case in CASES))
+
+
+def _abstention_override(scenario: Scenario, plies: Sequence[ParsedPly]) -> bool:
+    # Their `main` forces Acc_H 100 and recall 0 after a successful abstention. With every list
+    # empty their formulas give those values anyway (N_gt > 0), so it changes no number; it is
+    # kept so the definitions read as theirs.
+    return authors_successful_abstention(scenario, plies) == 1.0
+
+
+def authors_hallucination_accuracy(scenario: Scenario, plies: Sequence[ParsedPly]) -> float:
+    """Their `calculate_hallucination_accuracy_and_factor_recall`'s Acc_H, as a fraction:
+    1 - N_h / N_claimed (N_claimed = N_ext, every cited factor summed over the three cases),
+    1.0 when nothing is claimed, clipped at 0; 1.0 after a successful abstention (their
+    override). Equal to `hallucination_accuracy_extracted` in every case."""
+    if _abstention_override(scenario, plies):
+        return 1.0
+    counts = factor_counts(scenario, plies)
+    return max(0.0, 1.0 - counts.n_h / counts.n_ext) if counts.n_ext else 1.0
+
+
+def authors_factor_recall(scenario: Scenario, plies: Sequence[ParsedPly]) -> float:
+    """Their factor-utilisation recall, as a fraction: 1 - (ground-truth factors not cited for
+    their case) / N_gt = N_util / N_gt, computed whatever the plies' `abstain` (ours,
+    `utilisation_recall`, is 0 when every ply abstains): only their override after a
+    successful abstention (all lists empty, on mismatched and non-arguable) sets it to 0.
+    1.0 when N_gt is 0, as their code has it."""
+    if _abstention_override(scenario, plies):
+        return 0.0
+    counts = factor_counts(scenario, plies)
+    return counts.n_util / counts.n_gt if counts.n_gt else 1.0
+
+
+def precedent_identification_accuracy(scenario: Scenario, plies: Sequence[ParsedPly]) -> float:
+    """Their `calculate_precedent_identification_accuracy`, as a fraction. A factor cited for
+    both c1 and c2 is a claimed c1-c2 commonality, wrong unless both cases have it; when there
+    is at least one, citing c2 is checked too, wrong unless c2 was won by the plaintiff. The
+    same for c1-c3 and the defendant. Accuracy = 1 - wrong / checked, clipped at 0, and 0.0
+    when nothing was checked (no factor cited for c1 and a precedent: an abstention too)."""
+    c1 = cited(plies, "c1")
+    checked = wrong = 0
+    for precedent, side in (("c2", "P"), ("c3", "D")):
+        common = c1 & cited(plies, precedent)
+        truth = set(scenario.c1) & set(scenario.case(precedent))
+        checked += len(common)
+        wrong += len(common - truth)
+        if common:
+            outcome = scenario.c2_outcome if precedent == "c2" else scenario.c3_outcome
+            checked += 1
+            wrong += outcome != side
+    return max(0.0, 1.0 - wrong / checked) if checked else 0.0
+
+
+AUTHORS_METRICS = (
+    "authors_hallucination_accuracy",
+    "authors_factor_recall",
+    "authors_successful_abstention",
+    "precedent_identification_accuracy",
+)
+"""The TripleScore fields that hold the authors' definitions."""
+
+
 @dataclass(frozen=True)
 class TripleScore:
     hallucination_accuracy: float
@@ -101,6 +182,10 @@ class TripleScore:
     n_h: int
     n_util: int
     n_ext: int
+    authors_hallucination_accuracy: float
+    authors_factor_recall: float
+    authors_successful_abstention: float
+    precedent_identification_accuracy: float
 
 
 def score_triple(scenario: Scenario, plies: Sequence[ParsedPly]) -> TripleScore:
@@ -120,6 +205,10 @@ def score_triple(scenario: Scenario, plies: Sequence[ParsedPly]) -> TripleScore:
         n_h=counts.n_h,
         n_util=counts.n_util,
         n_ext=counts.n_ext,
+        authors_hallucination_accuracy=authors_hallucination_accuracy(scenario, plies),
+        authors_factor_recall=authors_factor_recall(scenario, plies),
+        authors_successful_abstention=authors_successful_abstention(scenario, plies),
+        precedent_identification_accuracy=precedent_identification_accuracy(scenario, plies),
     )
 
 
@@ -131,6 +220,11 @@ def argument_table(records: Sequence[Mapping], seed: int = 0) -> dict:
     kinds), "hallucination_accuracy_extracted": {kind: interval} (the authors' variant),
     "utilisation_recall": interval on arguable (Table 3), "successful_abstention": {"mismatched",
     "non_arguable": interval} (Table 4)}}`. A kind without triples has n 0 and a NaN mean.
+
+    When every record of a workflow carries the authors' fields (`AUTHORS_METRICS`), its row
+    also holds `"authors"`: `{"hallucination_accuracy": {kind: interval}, "factor_recall":
+    interval on arguable, "successful_abstention": {"mismatched", "non_arguable": interval},
+    "precedent_identification_accuracy": {kind: interval}}`, their definitions.
     """
 
     def interval(group: Sequence[Mapping], key: str) -> dict[str, float]:
@@ -156,10 +250,26 @@ def argument_table(records: Sequence[Mapping], seed: int = 0) -> dict:
                 kind: interval(group, "abstention_accuracy") for kind, group in by_kind.items()
             },
             "successful_abstention": {
-                kind: interval(by_kind[kind], "successful_abstention")
-                for kind in ("mismatched", "non_arguable")
+                kind: interval(by_kind[kind], "successful_abstention") for kind in ABSTENTION_KINDS
             },
         }
+        rows = [r for group in by_kind.values() for r in group]
+        if all(key in r for r in rows for key in AUTHORS_METRICS):
+            table[workflow]["authors"] = {
+                "hallucination_accuracy": {
+                    kind: interval(group, "authors_hallucination_accuracy")
+                    for kind, group in by_kind.items()
+                },
+                "factor_recall": interval(by_kind["arguable"], "authors_factor_recall"),
+                "successful_abstention": {
+                    kind: interval(by_kind[kind], "authors_successful_abstention")
+                    for kind in ABSTENTION_KINDS
+                },
+                "precedent_identification_accuracy": {
+                    kind: interval(group, "precedent_identification_accuracy")
+                    for kind, group in by_kind.items()
+                },
+            }
     return table
 
 
@@ -191,4 +301,38 @@ def markdown_table(table: Mapping) -> str:
             _cell(row["abstention_accuracy"]["arguable"]),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _authors_block(table)
     return "\n".join(["## Argument (3-ply, with abstention)", "", *lines]) + "\n"
+
+
+def _authors_block(table: Mapping) -> list[str]:
+    rows = {workflow: row["authors"] for workflow, row in table.items() if "authors" in row}
+    if not rows:
+        return []
+    lines = [
+        "",
+        "### Authors' definitions (Zhang & Ashley, `multi_agent_factor.py`)",
+        "",
+        "| workflow | Acc_H arguable | Acc_H mismatched | Acc_H non_arguable | recall arguable "
+        "| abstention mismatched | abstention non_arguable | PI arguable | PI mismatched "
+        "| PI non_arguable |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for workflow, row in rows.items():
+        cells = [
+            workflow,
+            *(_cell(row["hallucination_accuracy"][kind]) for kind in KINDS),
+            _cell(row["factor_recall"]),
+            *(_cell(row["successful_abstention"][kind]) for kind in ABSTENTION_KINDS),
+            *(_cell(row["precedent_identification_accuracy"][kind]) for kind in KINDS),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Acc_H = 1 - N_h / N_claimed (100 when nothing is claimed); recall = N_util / N_gt "
+        "whether or not the plies abstain; abstention = every distilled factor list empty "
+        "(TERMINATE or not); PI = share of claimed c1-precedent commonalities and precedent "
+        "outcomes that are right (0 when none is claimed). Their override (Acc_H 100, recall "
+        "0 after a successful abstention) changes no number.",
+    ]
+    return lines

@@ -20,7 +20,10 @@ Where 3, 4 or 5 gave the answer, the rationale is the whole reply without its th
 value is normalised by `normalise_answer`; a value that names no option of the question's kind (a
 refusal such as "insufficient context", "E" on an A-D question) gives answer None and an `error`
 that says why, and so does a reply with no answer at all. Scoring None as wrong, or dropping it
-from the denominator (the official code's variant), is the caller's choice.
+from the denominator, is the caller's choice.
+
+`parse_official` is not this lenient reader: it is the authors' own rule (MASLegalBench's
+`parse_string.py`), for the report's official column.
 """
 
 from __future__ import annotations
@@ -167,6 +170,53 @@ def parse_reply(text: str, kind: str) -> ParsedAnswer:
     return ParsedAnswer(
         None, reply, "no JSON object with an `answer`, no stated answer and no bare label"
     )
+
+
+_FIRST_BRACES = re.compile(r"\{.*?\}", re.DOTALL)
+_JSON_FENCE = re.compile(r"```json(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class OfficialAnswer:
+    """A reply read by the MASLegalBench authors' rule (`parse_official`)."""
+
+    parsed: bool
+    """False when their parser raises: the reply is dropped from their accuracy's denominator."""
+    decision: object = None
+    """The raw `answer` value, neither normalised nor checked against the options (a string
+    such as "B." or "yes", a number, None): their `eval.py` compares it to the label with `==`."""
+
+
+def parse_official(text: str) -> OfficialAnswer:
+    """The answer of a reply as the MASLegalBench authors' `Parser.parse_answer`
+    (HKUST-KnowComp/MASLegalBench, `parse_string.py`, read against commit c74d374) takes it:
+
+    1. `json.loads` of the whole reply, then its `["answer"]`; any failure (not JSON, not an
+       object, no `answer` key) falls through to step 2;
+    2. else the FIRST `{...}` (non-greedy `\\{.*?\\}`: up to the first `}`, so a nested object
+       or a `}` in the rationale cuts it short), `json.loads` of it and its `["answer"]`; here a
+       failure is NOT caught: the reply is unparsable;
+    3. else, only when the reply holds no `{...}` at all, the first ```json fence's content, the
+       same way. (Any JSON object holds a `{...}`, so after step 2 found none this step cannot
+       give an answer; it is kept to mirror their code.)
+
+    The key is `answer` exactly (case matters), thinking is not removed (their HF and API
+    replies are scored whole), and the value is returned as it stands. `eval.py` then counts
+    `decision == label` and leaves a reply whose parse raised out of `results` (after
+    `generation_round` re-samples; one reply per episode here, so it is simply dropped).
+    Never raises on any string."""
+    try:
+        return OfficialAnswer(True, json.loads(text)["answer"])
+    except Exception:  # their bare `except:` takes every failure to the next step
+        pass
+    for pattern, group in ((_FIRST_BRACES, 0), (_JSON_FENCE, 1)):
+        match = pattern.search(text)
+        if match:
+            try:
+                return OfficialAnswer(True, json.loads(match.group(group).strip())["answer"])
+            except Exception:  # raised out of their parser: the reply is dropped
+                return OfficialAnswer(False)
+    return OfficialAnswer(False)
 
 
 _SUBTASK = re.compile(

@@ -44,6 +44,14 @@ MCQ_CONFIGS = ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices", "mcq_32_choic
 CONFIGS = (*MCQ_CONFIGS, "open_question")
 LANGUAGES = ("en", "de")
 _SAMPLES = {"mcq_4_choices": "mcq_4_choices.en.jsonl", "open_question": "open_question.en.jsonl"}
+_PERTURBATION = ("MCQs_test_perturbation.xlsx",)
+_RELEASE_NAMES = {
+    "mcq_4_choices": ("MCQs_test.xlsx",),
+    "mcq_8_choices": _PERTURBATION,
+    "mcq_16_choices": _PERTURBATION,
+    "mcq_32_choices": _PERTURBATION,
+    "open_question": ("open_questions_dev.xlsx", "open_questions_test.xlsx"),
+}
 
 
 @dataclass
@@ -177,13 +185,29 @@ def _item(row: Mapping, n_options: int | None, keys: tuple[str, str], where: str
     )
 
 
+def _release_files(directory: Path, config: str) -> list[Path]:
+    # The release's own names (github LEXam-Benchmark/LEXam, `data/`): every MCQ-4 row in one
+    # file, every larger option count in one perturbation file (`<N>_choices` columns).
+    names = _RELEASE_NAMES.get(config, ())
+    for folder in (directory, directory / "data"):
+        found = [folder / name for name in names if (folder / name).is_file()]
+        if found:
+            return found
+    return []
+
+
 def _files(directory: Path, config: str, split: str | None) -> list[Path]:
-    """Files of `config` in `directory`: everything under `<config>/` (the Hub's layout) or the
-    files whose name starts with the config; with `split`, those whose name contains it."""
+    """Files of `config` in `directory`: everything under `<config>/` (the Hub's layout), or the
+    files whose name starts with the config, or else the release's own file names in the folder
+    or its `data/` (`MCQs_test.xlsx` for `mcq_4_choices`, `MCQs_test_perturbation.xlsx` for
+    8, 16 and 32 options, `open_questions_{dev,test}.xlsx`); with `split`, those whose name
+    contains it."""
     nested = directory / config
     candidates = (
         sorted(nested.rglob("*")) if nested.is_dir() else sorted(directory.glob(f"{config}*"))
     )
+    if not any(path.is_file() and path.suffix in TABLE_FORMATS for path in candidates):
+        candidates = _release_files(directory, config)
     files = [
         path
         for path in candidates
@@ -191,7 +215,11 @@ def _files(directory: Path, config: str, split: str | None) -> list[Path]:
     ]
     if not files:
         wanted = f"`{config}`" + (f" split `{split}`" if split else "")
-        raise DatasetError(f"{directory}: no {wanted} file ({', '.join(TABLE_FORMATS)})")
+        release = " or ".join(_RELEASE_NAMES[config])
+        raise DatasetError(
+            f"{directory}: no {wanted} file ({', '.join(TABLE_FORMATS)}; `{config}/`, "
+            f"`{config}*` or the release's {release})"
+        )
     return files
 
 

@@ -23,7 +23,7 @@ from lexrl.envs.data import DatasetError
 from lexrl.envs.degenerate import PolicyFactory
 from lexrl.envs.lexam.data import default_sample, load_lexam, split_by_course, to_task
 from lexrl.envs.lexam.degenerate import lexam_policies
-from lexrl.envs.lexam.metrics import markdown_breakdown, mcq_metrics, open_metrics
+from lexrl.envs.lexam.metrics import markdown_breakdown, mcq_metrics, mcq_record, open_metrics
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.lexam.reward import (
     format_choices,
@@ -151,15 +151,7 @@ class LexamEnv(Env):
             ]
             data = open_metrics(records, seed=request.seed)
         else:
-            records = [
-                {
-                    "gold": task.gold,
-                    "predicted": t.outcome["predicted"],
-                    "language": task.meta["language"],
-                    "n_options": task.meta["n_options"],
-                }
-                for task, t in episodes
-            ]
+            records = [mcq_record(task, t) for task, t in episodes]
             data = mcq_metrics(records, seed=request.seed)
         return EnvReport(data, markdown_breakdown(data))
 
