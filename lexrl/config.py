@@ -282,6 +282,11 @@ class EvalConfig:
     """Greedy decoding instead of the env's sampling temperatures."""
     policy: bool = True
     """Evaluate the policy (false: only the env's baselines, e.g. `env.statute.eval.baselines`)."""
+    degenerate_baselines: bool = True
+    """`lexrl eval`: also play the env's degenerate policies (`lexrl audit`: an empty reply, one
+    option always, abstain always, ...) and its scripted teacher on the evaluated tasks, and
+    show their mean reward and headline metric beside the policy's in each env's section: a
+    trained policy should beat the best of them, not only the untrained base."""
     bootstrap_resamples: int = 2000
     """Bootstrap resamples of the tasks for the 95% intervals."""
 

@@ -22,7 +22,10 @@ from transformers import PreTrainedTokenizerBase
 from lexrl.bootstrap import mean_with_ci
 from lexrl.config import Config
 from lexrl.envs.base import Env, EnvReport, ReportRequest
-from lexrl.errors import LexrlError
+from lexrl.errors import ConfigError, LexrlError
+from lexrl.eval.audit import AuditRow, audit_env
+from lexrl.eval.audit import markdown as audit_markdown
+from lexrl.models import config_tokenizer
 from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.policy import Policy
@@ -453,9 +456,11 @@ def _section(
     label: str,
     heading: str,
     console: Console,
+    degenerate: list[AuditRow] | None = None,
 ) -> tuple[dict, list[str]]:
     """One env's part of a report, printed: its episode means with intervals (when `groups`
-    were rolled out) and its own report (`own`), as JSON fields and Markdown lines."""
+    were rolled out), its own report (`own`) and its degenerate baselines, as JSON fields and
+    Markdown lines."""
     entry: dict = {}
     lines: list[str] = []
     if groups is not None:
@@ -467,7 +472,24 @@ def _section(
     if own is not None:
         print_markdown(console, own.markdown)
         lines.append(own.markdown)
+    if degenerate:
+        entry["degenerate_baselines"] = [asdict(row) for row in degenerate]
+        level = heading.split()[0]
+        table = f"{level} Degenerate baselines\n\n{audit_markdown(degenerate)}"
+        print_markdown(console, table)
+        lines += ["", table]
     return entry, lines
+
+
+def degenerate_baselines(
+    env: Env, tasks: list[Task], tokenizer: PreTrainedTokenizerBase, seed: int
+) -> dict[str, list[AuditRow]]:
+    """Each env's degenerate policies and scripted teacher played on its evaluated tasks
+    (`lexrl.eval.audit`), by env name (a mixture's members each on their own tasks)."""
+    return {
+        part.name: audit_env(part.name, part.env, part.tasks, tokenizer, seed)
+        for part in env.parts(tasks, None)
+    }
 
 
 def evaluation_report(
@@ -478,9 +500,11 @@ def evaluation_report(
     system: str,
     out_dir: Path,
     console: Console | None = None,
+    degenerate: dict[str, list[AuditRow]] | None = None,
 ) -> Path:
     """The report of one evaluation: the policy's episode means with intervals (when `groups`
-    were rolled out) and the env's own part (`Env.report`: breakdowns, baselines). A mixture's
+    were rolled out), the env's own part (`Env.report`: breakdowns, baselines) and its
+    `degenerate` baselines (`degenerate_baselines`, by env name), if given. A mixture's
     report opens with a table of each env's headline metric (`Env.headline_metric`), then has a
     section per env with its episode means and its own part. Prints it all and writes
     `eval_<split>.jsonl` (each task with its trajectories), `eval_<split>_report.json` and
@@ -495,7 +519,7 @@ def evaluation_report(
     )
     reports = env_reports(env, tasks, groups, request)
     if groups is None and all(report is None for report in reports.values()):
-        raise SystemExit(f"env {env.name!r} has no baselines: set `eval.policy: true`")
+        raise ConfigError(f"env {env.name!r} has no baselines: set `eval.policy: true`")
     report: dict = {
         "env_name": env.name,
         "split": split,
@@ -523,6 +547,7 @@ def evaluation_report(
                 f"{part.name}: {system}",
                 "### Episode means",
                 console,
+                (degenerate or {}).get(part.name),
             )
             report["envs"][part.name] = {
                 "tasks": len(part.tasks),
@@ -540,7 +565,14 @@ def evaluation_report(
             markdown += [*headline, ""]
         markdown += sections
     else:
-        entry, lines = _section(groups, reports[env.name], system, "## Episode means", console)
+        entry, lines = _section(
+            groups,
+            reports[env.name],
+            system,
+            "## Episode means",
+            console,
+            (degenerate or {}).get(env.name),
+        )
         report.update(entry)
         markdown += lines
     write_text(
@@ -570,4 +602,10 @@ def evaluate_checkpoint(
             env, backend, tokenizer, config, f"eval {config.eval.split}", resume_in=out_dir
         )
     tasks = eval_tasks(env, config)
-    return evaluation_report(env, tasks, groups, config, checkpoint or "base", out_dir)
+    degenerate = None
+    if config.eval.degenerate_baselines:
+        tokenizer = tokenizer or config_tokenizer(config.model, env.text_corpus())
+        degenerate = degenerate_baselines(env, tasks, tokenizer, config.eval.seed)
+    return evaluation_report(
+        env, tasks, groups, config, checkpoint or "base", out_dir, degenerate=degenerate
+    )

@@ -82,3 +82,25 @@ def test_the_command_rejects_a_max_tasks_below_one():
     )
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith("config error: --max-tasks 0")
+
+
+def test_lexrl_eval_shows_each_envs_degenerate_baselines(model_cache, tmp_path):
+    command = [sys.executable, "-m", "lexrl.cli", "eval", "configs/legal_mix_cpu.yaml"]
+    options = [
+        "--eval.policy", "false", "--eval.max_tasks", "4",
+        "--model.cache_dir", model_cache, "--run.output_dir", str(tmp_path),
+    ]  # fmt: skip
+    done = subprocess.run(
+        command + options, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (report_file,) = tmp_path.glob("eval/*/eval_test_report.json")
+    report = json.loads(report_file.read_text())
+    for name in ("statute", "argument", "gdpr", "lexam"):
+        rows = report["envs"][name]["degenerate_baselines"]
+        assert rows[0]["policy"] == TEACHER and rows[0]["env"] == name
+        assert {"empty", "echo"} <= {row["policy"] for row in rows}
+    markdown_text = report_file.with_suffix(".md").read_text()
+    for name in ("statute", "argument", "gdpr", "lexam"):
+        section = markdown_text.split(f"\n## {name}\n")[1].split("\n## lexam\n")[0]
+        assert "### Degenerate baselines" in section and f"| {name} | empty |" in section
