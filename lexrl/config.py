@@ -34,6 +34,7 @@ from lexrl.envs.debate.options import REWARD_MODES as DEBATE_REWARD_MODES
 from lexrl.envs.debate.options import SYSTEMS as DEBATE_SYSTEMS
 from lexrl.envs.debate.options import DebateEnvConfig
 from lexrl.envs.gdpr.options import RETRIEVERS as GDPR_RETRIEVERS
+from lexrl.envs.gdpr.options import REWARDS as GDPR_REWARDS
 from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
@@ -371,6 +372,7 @@ _CHOICES = {
     "env.debate.judge_aggregate": ("mean", "min"),
     "env.debate.lexam_config": ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices"),
     "env.gdpr.live_retriever": GDPR_RETRIEVERS,
+    "env.gdpr.reward": GDPR_REWARDS,
     "env.mix_weighting": ("given", "size"),
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }

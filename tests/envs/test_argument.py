@@ -114,18 +114,20 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
     assert trajectory.metrics["utilisation_recall"] == pytest.approx(2 / 9)
     assert trajectory.metrics["abstention_accuracy"] == pytest.approx(2 / 3)
     assert trajectory.metrics["format_validity"] == pytest.approx(2 / 3)
+    # The reward gates every credit on a right decision: only ply 1 argues from a real factor
+    # where it can be argued; ply 2 abstains there and ply 3 cites nothing, so both earn 0.
     assert trajectory.components == pytest.approx(
         {
-            "abstention": 2 / 3,
-            "hallucination": 8 / 9,
+            "abstention": 1 / 3,
+            "hallucination": 8 / 9 * 1 / 3,
             "utilisation": 0.5 * 2 / 9,
-            "format": 0.2 * 2 / 3,
+            "format": 0.2 * 1 / 3,
         }  # fmt: skip
     )
     # plaintiff: ply 1 (abstention 1, hallucination 8/9, utilisation 0.5 * 2/9, format 0.2) and
-    # ply 3 (1, 1, 0, 0); defendant: ply 2 (0, 1, 0, 0.2)
+    # ply 3 (0, 0, 0, 0); defendant: ply 2 (0, 0, 0, 0)
     ply1 = 1 + 8 / 9 + 0.5 * 2 / 9 + 0.2
-    assert trajectory.role_rewards == pytest.approx({"plaintiff": (ply1 + 2) / 2, "defendant": 1.2})
+    assert trajectory.role_rewards == pytest.approx({"plaintiff": ply1 / 2, "defendant": 0.0})
 
 
 def rma_script(drafts, verdicts, reviews, revisions=()):
@@ -207,9 +209,10 @@ def test_the_teacher_writes_warm_start_turns_for_every_role(tokenizer):
     task = env.tasks("train")[0]
     trajectory, asked = play(env, task, tokenizer, env.teacher(task, random.Random(0)))
     assert {role for role, _ in asked} == {"plaintiff", "defendant", "analyst", "polisher"}
+    # every weight on an arguable triple; on one to abstain on, abstention and format only
+    abstaining = env.weights["abstention"] + env.weights["format"]
     assert trajectory.metrics["verdict_accuracy"] == 1.0 and trajectory.reward == pytest.approx(
-        sum(env.weights.values())
-        - (0 if task.gold["kind"] == "arguable" else env.weights["utilisation"])  # fmt: skip
+        sum(env.weights.values()) if task.gold["kind"] == "arguable" else abstaining
     )
 
 

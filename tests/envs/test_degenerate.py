@@ -88,9 +88,10 @@ def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
     tasks = env.tasks("test")
     for task, trajectory in zip(tasks, play(env, tasks, tokenizer, "always_abstain"), strict=True):
         owed = sum(task.gold["abstain"]) / 3
-        # Nothing cited: no fabrication, no utilisation; every ply is valid JSON.
+        # Only the plies that owe an abstention earn, abstention and format; an abstention
+        # claims nothing, so it earns no hallucination credit, and uses no factor.
         assert trajectory.components == pytest.approx(
-            {"abstention": owed, "hallucination": 1.0, "utilisation": 0.0, "format": 0.2}
+            {"abstention": owed, "hallucination": 0.0, "utilisation": 0.0, "format": 0.2 * owed}
         )
 
 

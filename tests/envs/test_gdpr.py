@@ -104,7 +104,7 @@ def test_gold_never_reaches_a_prompt(env, tokenizer):
 
 
 def test_reward_is_exact_match_plus_the_format_term(tokenizer):
-    env = GdprEnv(GdprEnvConfig(format_weight=0.1))
+    env = GdprEnv(GdprEnvConfig(format_weight=0.1, reward="exact_match"))
     task = env.tasks("train")[0]
     right = play(env, task, tokenizer, lambda t: f'{{"rationale": "r", "answer": "{t.gold}."}}')[0]
     assert right.components == pytest.approx({"correct": 1.0, "format": 0.1})
@@ -191,7 +191,9 @@ def test_live_form_routes_subtasks_and_agents_read_only_their_own_chunks(tokeniz
         assert not any(chunk in message for chunk in others)
     final = asked[-1][1]
     assert "Finding of facts." in final and "Finding of common_sense." in final
-    assert trajectory.components == pytest.approx({"correct": 1.0, "format": 0.2})
+    # right, and both the decomposition and the answer parse: the balanced credit, no format cost
+    weight = env.label_weights[task.inputs["kind"]][task.gold]
+    assert trajectory.components == pytest.approx({"correct": weight, "format": 0.0})
 
 
 def test_live_form_with_an_unusable_decomposition_still_answers(tokenizer):
@@ -200,7 +202,10 @@ def test_live_form_with_an_unusable_decomposition_still_answers(tokenizer):
     trajectory, asked = play(env, task, tokenizer, "I am not sure.")
     assert [role for role, _ in asked] == ["meta", "meta"]
     assert trajectory.metrics["subtasks"] == 0.0 and trajectory.metrics["invalid_actions"] == 1.0
-    assert trajectory.components == {"correct": 0.0, "format": 0.0}
+    # nothing parses: the wrong answer's balanced cost and the whole format cost
+    kind = task.inputs["kind"]
+    cost = env.label_weights[kind][task.gold] / (len(task.inputs["options"]) - 1)
+    assert trajectory.components == pytest.approx({"correct": -cost, "format": -1.0})
 
 
 def test_top_k_fills_up_with_the_cases_chunks_in_order(env):
@@ -247,7 +252,8 @@ def test_the_teacher_answers_with_the_gold_label_in_the_prompts_format(tokenizer
         trajectory = asyncio.run(
             env.run_episode(task, ScriptedPolicy(tokenizer, task.id, env.teacher(task, None)))
         )
-        assert trajectory.components == pytest.approx({"correct": 1.0, "format": 0.2})
+        weight = env.label_weights[task.inputs["kind"]][task.gold]
+        assert trajectory.components == pytest.approx({"correct": weight, "format": 0.0})
         assert trajectory.outcome["answer"] == task.gold
 
 

@@ -11,6 +11,7 @@ from transformers import AutoTokenizer
 
 from lexrl.config import ConfigError, EnvConfig, MixMember, load_config
 from lexrl.envs import make_env
+from lexrl.envs.gdpr.env import balanced_credit
 from lexrl.envs.mixture import MixtureEnv, mixture_probabilities
 from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Group
@@ -125,8 +126,9 @@ def test_a_member_plays_its_own_unchanged_task(env, tiny_model_path):
     original = env.members["gdpr"].tasks("test")[0]
     assert original.id == task.id.removeprefix("gdpr:") and "env" not in original.meta
     assert trajectory.metrics["parsed"] == 1.0
-    format_weight = env.members["gdpr"].config.format_weight
-    assert trajectory.reward == pytest.approx(float(original.gold == "Yes") + format_weight)
+    gdpr = env.members["gdpr"]
+    expected = balanced_credit("Yes", original.gold, original.inputs["kind"], gdpr.label_weights)
+    assert trajectory.reward == pytest.approx(expected)  # the answer parses: no format cost
 
 
 def test_parts_give_each_member_its_tasks_and_groups_with_original_ids(env):

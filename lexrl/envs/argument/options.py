@@ -57,12 +57,17 @@ class ArgumentEnvConfig:
     """Sampling temperature of every agent (seed 004 sec. 4.1 does not give one for training;
     evaluation runs use `eval.greedy` for the paper's deterministic setting)."""
     abstention_weight: float = 1.0
-    """Reward weight of per-ply abstention accuracy (abstain exactly where the ply cannot be
-    grounded)."""
+    """Reward weight of the share of plies whose decision is right: abstain (fabricating nothing)
+    where the ply cannot be grounded, argue from at least one real factor where it can. Every
+    other component of a ply is gated on this decision (`lexrl.envs.argument.reward`), so a
+    policy that ignores whether the triple can be argued earns on one kind of triple only."""
     hallucination_weight: float = 1.0
-    """Reward weight of hallucination accuracy, max(0, 1 - N_h / N_gt) (seed 004 eq. 1-2)."""
+    """Reward weight of hallucination accuracy, max(0, 1 - N_h / N_gt) (seed 004 eq. 1-2), over
+    the plies that argue rightly only: an abstention claims nothing, so it earns no credit for
+    fabricating nothing."""
     utilisation_weight: float = 0.5
-    """Reward weight of factor-utilisation recall N_util / N_gt (seed 004 eq. 3-4), on arguable
-    triples."""
+    """Reward weight of factor-utilisation recall N_util / N_gt (seed 004 eq. 3-4) of the plies
+    that argue rightly, on arguable triples."""
     format_weight: float = 0.2
-    """Reward weight of format validity (share of plies that are the JSON asked for)."""
+    """Reward weight of format validity: the share of plies that are the JSON asked for and
+    decided rightly (valid JSON with the wrong decision earns nothing)."""

@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -44,11 +46,12 @@ from lexrl.envs.gdpr.options import (
     AGENTS,
     CONFIGURATIONS,
     RETRIEVERS,
+    REWARDS,
     ROLE_OF_AGENT,
     GdprEnvConfig,
 )
-from lexrl.envs.gdpr.parsing import parse_reply, parse_subtasks
-from lexrl.envs.gdpr.report import markdown_table, system_metrics
+from lexrl.envs.gdpr.parsing import LABELS, parse_reply, parse_subtasks
+from lexrl.envs.gdpr.report import episode_record, markdown_table, system_metrics
 from lexrl.errors import ConfigError
 from lexrl.retrieval.base import Retriever
 from lexrl.rollout.policy import Messages, Policy, Teacher
@@ -98,6 +101,31 @@ def parse_system(text: str, key: str) -> System:
     return System(tuple(match["agents"].split("+")), match["retriever"], int(match["k"]))
 
 
+def label_weights(train: Sequence[Task]) -> dict[str, dict[str, float]]:
+    """Per question kind and label, w = 1 / (n x p): p the label's share of the training
+    questions of that kind, add-one smoothed (a label the split lacks stays finite), n the
+    kind's number of labels (`LABELS`). The mean weight of the training golds is then about 1,
+    and a constant label l earns p(l) x w(l) = 1/n of it, whatever the label."""
+    counts = {kind: Counter(dict.fromkeys(labels, 1)) for kind, labels in LABELS.items()}
+    for task in train:
+        counts[task.inputs["kind"]][task.gold] += 1
+    weights = {}
+    for kind, counter in counts.items():
+        total = counter.total()
+        weights[kind] = {label: total / (len(counter) * n) for label, n in counter.items()}
+    return weights
+
+
+def balanced_credit(
+    answer: str | None, gold: str, kind: str, weights: dict[str, dict[str, float]]
+) -> float:
+    """`reward: balanced`'s credit of one answer: w(gold) when right, -w(gold) / (n - 1) when
+    wrong or unparsable (n the kind's labels), so a uniform guess earns 0 on every question and
+    a constant label 0 on the training distribution, where a perfect answer earns about 1."""
+    weight = weights[kind][gold]
+    return weight if answer == gold else -weight / (len(LABELS[kind]) - 1)
+
+
 def load_prompt(name: str) -> str:
     return prompt_text("lexrl.envs.gdpr", name)
 
@@ -127,6 +155,8 @@ class GdprEnv(Env):
             )
         if config.max_subtasks < 1 or config.live_k < 1:
             raise ConfigError("env.gdpr.max_subtasks and env.gdpr.live_k must be >= 1")
+        if config.reward not in REWARDS:
+            raise ConfigError(f"env.gdpr.reward: {config.reward!r} is not one of {REWARDS}")
         self.config = config
         self.system = parse_system(config.system, "env.gdpr.system")
         self.grid = [parse_system(s, "env.gdpr.eval_grid") for s in config.eval_grid]
@@ -153,6 +183,7 @@ class GdprEnv(Env):
         split = split_by_case(self.data.questions, config.eval_fraction, config.split_seed)
         self.questions = split
         self._tasks = {name: [to_task(q) for q in part] for name, part in split.items()}
+        self.label_weights = label_weights(self._tasks["train"])
         self.prompts = {
             "meta_answer": load_prompt("meta_answer"),
             "meta_decompose": load_prompt("meta_decompose").format(
@@ -369,12 +400,18 @@ class GdprEnv(Env):
         outcome: dict[str, Any],
         steps: list[dict[str, Any]] | None = None,
     ) -> Trajectory:
-        """Exact match of the parsed answer, plus `format_weight` x the mean of `formats`."""
+        """The answer's credit (`reward`) and the format component from the mean of `formats`:
+        with `balanced`, class-balanced and chance-corrected credit and a cost for what does
+        not parse; with `exact_match`, 1 for the right label and a bonus for what parses."""
         correct = float(parsed.answer == task.gold)
-        components = {
-            "correct": correct,
-            "format": self.config.format_weight * sum(formats) / len(formats),
-        }
+        parses = sum(formats) / len(formats)
+        if self.config.reward == "balanced":
+            kind = task.inputs["kind"]
+            answer = balanced_credit(parsed.answer, task.gold, kind, self.label_weights)
+            fmt = self.config.format_weight * (parses - 1.0)
+        else:
+            answer, fmt = correct, self.config.format_weight * parses
+        components = {"correct": answer, "format": fmt}
         metrics = {"accuracy": correct, "parsed": float(parsed.answer is not None), **metrics}
         outcome = {
             "system": system.name,
@@ -391,9 +428,10 @@ class GdprEnv(Env):
         self, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
     ) -> EnvReport | None:
         """One row per system (configuration x retriever x k, `none`, `live`): accuracy x100
-        with its interval, the official variant that drops unparsable replies from the
-        denominator, and the parse rate; both baselines computed on the evaluated questions
-        beside them."""
+        with its interval; accuracy over the parsed replies only, by our lenient parser and by
+        the authors' rule (`parse_official`: their parser, the raw decision string compared to
+        the label); the parse rates; both baselines computed on the evaluated questions beside
+        them."""
         questions_by_id = {q.id: q for part in self.questions.values() for q in part}
         evaluated = [
             questions_by_id[i] for i in dict.fromkeys(t.meta["question_id"] for t in tasks)
@@ -408,10 +446,7 @@ class GdprEnv(Env):
             for group in groups:
                 for trajectory in group.trajectories:
                     records.setdefault(group.task.meta["system"], []).append(
-                        {
-                            "correct": trajectory.metrics["accuracy"],
-                            "parsed": trajectory.metrics["parsed"],
-                        }
+                        episode_record(trajectory, group.task.gold)
                     )
             order = [s.name for s in self.grid] + sorted(records)
             rows = {

@@ -12,6 +12,10 @@ ROLE_OF_AGENT = {"F": "facts", "LR": "legal_rules", "AR": "application", "CS": "
 """The policy's role name for each agent of the live form."""
 
 
+REWARDS = ("balanced", "exact_match")
+"""`env.gdpr.reward` choices."""
+
+
 @dataclass
 class GdprEnvConfig:
     source: str = "sample"
@@ -60,6 +64,20 @@ class GdprEnvConfig:
     temperature: float = 1.0
     """Sampling temperature of the policy's answers (evaluation: `eval.greedy` for 0)."""
     format_weight: float = 0.0
-    """Weight of the `format` reward component: 1 when the answer parses (live form: the mean
-    of that and of the decomposition naming at least one agent). 0: the paper's exact match
-    alone."""
+    """Weight of the `format` reward component, from the share of the reply's parts that parse
+    (the answer; live form: the mean of that and of the decomposition naming at least one
+    agent). With `reward: balanced` it costs format_weight x the share that does not parse (a
+    constant reply that parses earns nothing for it); with `exact_match` it pays format_weight
+    x the share that does. Within a GRPO group the two differ by a constant, so they train the
+    same. 0: the answer's credit alone."""
+    reward: str = "balanced"
+    """The `correct` reward component. `balanced`: class-balanced, chance-corrected credit
+    (`GdprEnv.label_weights`): a right answer earns w = 1 / (n x p(gold)), a wrong or
+    unparsable one -w / (n - 1), p the gold label's frequency among the training questions of
+    its kind (add-one smoothed) and n the kind's number of labels; a perfect policy earns about
+    1 on the training distribution and any policy that ignores the case (a constant label, the
+    kind's majority label, a uniform guess) about 0. The paper's goal (seed 000) is reasoning
+    from the case's facts and rules, measured against its random and prior (majority-label)
+    baselines; exact match pays the prior most of the way (always "Yes"/"B" is 80% of the
+    sample's test questions). `exact_match`: 1 for the right label, 0 otherwise (the paper's
+    accuracy as the reward). The `accuracy` metric is the exact match either way."""
