@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -276,8 +277,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(error.exit_code) from None
     except KeyboardInterrupt:
         _close_progress_bars()
-        print("interrupted (Ctrl-C)", file=sys.stderr)
-        raise SystemExit(130) from None
+        print("interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        # The `finally` blocks have run (the run folder's lock is released); what is left are
+        # worker threads an interrupted step may leave waiting, which would hold the exit.
+        os._exit(130)
     except Exception:
         traceback.print_exc()
         print(

@@ -25,7 +25,6 @@ import yaml
 from draccus.argparsing import ArgumentParser
 from draccus.help_formatter import SimpleHelpFormatter
 
-from lexrl.envs import REGISTRY
 from lexrl.envs.argument.options import WORKFLOWS as ARGUMENT_WORKFLOWS
 from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.debate.options import DATASETS as DEBATE_DATASETS
@@ -343,6 +342,10 @@ class Config:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
+
+ENV_NAMES = ("statute", "lexam", "argument", "debate", "gdpr")
+"""The names `lexrl.envs.REGISTRY` registers (a test keeps the two equal): the config layer
+checks `env.name` without importing the envs package."""
 
 _CHOICES = {
     "grpo.loss": ("reinforce", "grpo", "dr_grpo", "dapo"),
@@ -681,10 +684,10 @@ def validate(config: Config) -> Config:
 
 def validate_mix(env: EnvConfig) -> list[str]:
     """The names of the envs a config trains (one, or the members of a mixture), after checking
-    that each is registered (`lexrl.envs.REGISTRY`) and the mixture's keys."""
-    registered = ", ".join(REGISTRY)
+    that each is registered (`ENV_NAMES`) and the mixture's keys."""
+    registered = ", ".join(ENV_NAMES)
     if env.name != "mix":
-        if env.name not in REGISTRY:
+        if env.name not in ENV_NAMES:
             raise ConfigError(f"`env.name` is {env.name!r}; registered: {registered}, or `mix`")
         if env.mix:
             raise ConfigError(f"`env.mix` is set but `env.name` is {env.name!r}; set it to `mix`")
@@ -693,7 +696,7 @@ def validate_mix(env: EnvConfig) -> list[str]:
         raise ConfigError("`env.name: mix` needs `env.mix`, a list of `{name, weight}` entries")
     names = []
     for index, member in enumerate(env.mix):
-        if member.name not in REGISTRY:
+        if member.name not in ENV_NAMES:
             raise ConfigError(
                 f"`env.mix[{index}].name` is {member.name!r}; registered: {registered}"
             )

@@ -182,3 +182,10 @@ def test_an_unregistered_env_lists_the_registered_ones():
     with pytest.raises(ConfigError) as error:
         load_config(None, ["--env.name", "mix", "--env.mix", "[{name: gdpr}, {name: lexamm}]"])
     assert str(error.value) == f"`env.mix[1].name` is 'lexamm'; registered: {registered}"
+
+
+def test_the_config_layer_knows_every_registered_env_by_name():
+    from lexrl.config import ENV_NAMES
+    from lexrl.envs import REGISTRY
+
+    assert tuple(REGISTRY) == ENV_NAMES
