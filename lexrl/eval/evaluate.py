@@ -282,7 +282,12 @@ def stop_on_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    # A signal the process was started ignoring (SIGINT of a background job) stays ignored.
+    previous = {
+        signum: signal.signal(signum, stop)
+        for signum in (signal.SIGTERM, signal.SIGINT)
+        if signal.getsignal(signum) is not signal.SIG_IGN
+    }
     try:
         yield
     finally:

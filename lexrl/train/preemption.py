@@ -49,7 +49,14 @@ class StopRequest:
         # Python delivers signals to the main thread only, and refuses handlers from others
         # (a train() called from a worker thread keeps the default behaviour).
         if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._record) for s in STOP_SIGNALS}
+            # A signal the process was started ignoring stays ignored: a shell starts background
+            # jobs (`lexrl train ... &`) with SIGINT ignored, so that Ctrl-C meant for the shell
+            # does not reach them.
+            self._previous = {
+                s: signal.signal(s, self._record)
+                for s in STOP_SIGNALS
+                if signal.getsignal(s) is not signal.SIG_IGN
+            }
 
     def _record(self, signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and self.signal == signal.SIGINT:

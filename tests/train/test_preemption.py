@@ -125,6 +125,12 @@ def test_sigterm_to_every_process_of_an_accelerate_launch_checkpoints_and_resume
     _assert_resumed_every_step_once(out)
 
 
+def _interactive() -> None:
+    """Ctrl-C reaches the process as in a terminal: a test run started in the background (as CI
+    may be) passes SIGINT on ignored, and a process started ignoring it keeps ignoring it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(config, tmp_path, *overrides: str) -> tuple[subprocess.Popen, object]:
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
     log = tmp_path / "train.log"
@@ -134,6 +140,7 @@ def _start(config, tmp_path, *overrides: str) -> tuple[subprocess.Popen, object]
             stdout=sink,
             stderr=subprocess.STDOUT,
             env=env,
+            preexec_fn=_interactive,
         )
     return process, log
 
