@@ -34,7 +34,14 @@ from lexrl.config import Config, save_config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env
 from lexrl.errors import RunHalted
-from lexrl.eval.evaluate import evaluate, print_summary
+from lexrl.eval import degenerate_gain
+from lexrl.eval.evaluate import (
+    degenerate_baselines,
+    eval_tasks,
+    evaluate,
+    print_markdown,
+    print_summary,
+)
 from lexrl.eval.plots import headline_panels, plot_before_after, plot_learning_curve
 from lexrl.models import (
     SMOLLM2,
@@ -48,6 +55,7 @@ from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.factory import make_backend
 from lexrl.rollout.policy import Policy
+from lexrl.secrets import write_text
 from lexrl.train.advantages import (
     Row,
     Shard,
@@ -653,11 +661,32 @@ def evaluate_after(
     )
     print_summary(summaries, console, intervals)
     (output_dir / "eval_summary.json").write_text(json.dumps(summaries, indent=2))
+    if run.config.eval.degenerate_baselines:
+        compare_with_degenerate(run, summaries, intervals)
     curve = plot_learning_curve(output_dir, summaries, list(env.member_envs()))
     console.print(f"learning curve: {curve}")
     if "before" in intervals:
         bars = plot_before_after(output_dir / "before_after.png", headline_panels(env, intervals))
         console.print(f"before / after: {bars}")
+
+
+def compare_with_degenerate(
+    run: Run,
+    summaries: dict[str, dict[str, float]],
+    intervals: dict[str, dict[str, dict[str, float]]],
+) -> None:
+    """Print and write (`eval_vs_degenerate.json` and `.md`) the trained policy's held-out
+    numbers against each env's best degenerate policy on the same tasks (`degenerate_gain`)."""
+    env, config = run.env, run.config
+    baselines = degenerate_baselines(env, eval_tasks(env, config), run.tokenizer, config.eval.seed)
+    rows = degenerate_gain.gains(summaries, intervals, baselines, bool(env.member_envs()))
+    table = degenerate_gain.markdown(rows)
+    print_markdown(console, table)
+    write_text(
+        run.output_dir / "eval_vs_degenerate.json",
+        json.dumps(degenerate_gain.as_json(rows), indent=2),
+    )
+    write_text(run.output_dir / "eval_vs_degenerate.md", table + "\n")
 
 
 def train(config: Config) -> dict[str, dict[str, float]]:

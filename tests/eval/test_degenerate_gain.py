@@ -1,0 +1,75 @@
+"""The trained policy against the best degenerate policy: hand-made audit rows and summaries."""
+
+import pytest
+
+from lexrl.eval.audit import AuditRow
+from lexrl.eval.degenerate_gain import BEATS, LOSES, WITHIN, gains, markdown
+
+
+def row(env: str, policy: str, reward: float | None, headline: float | None) -> AuditRow:
+    return AuditRow(env, policy, 10, 0, reward, None, headline, "accuracy")
+
+
+BASELINES = {
+    "gdpr": [
+        row("gdpr", "teacher", 0.8, 1.0),
+        row("gdpr", "always_Yes", 0.14, 0.53),
+        row("gdpr", "majority_label", 0.43, 0.80),
+        row("gdpr", "empty", -0.7, 0.0),
+    ],
+    "lexam": [row("lexam", "teacher", 0.7, 0.7), row("lexam", "empty", 0.0, None)],
+}
+
+
+def test_a_mixture_is_compared_per_env_on_reward_and_headline_with_the_best_policy_of_each():
+    summaries = {
+        "before": {"gdpr/reward": 0.1, "gdpr/accuracy": 0.4, "lexam/reward": 0.2},
+        "after": {"gdpr/reward": 0.5, "gdpr/accuracy": 0.6, "lexam/reward": 0.3},
+    }
+    intervals = {
+        "after": {
+            "gdpr/reward": {"mean": 0.5, "low": 0.45, "high": 0.55},
+            "gdpr/accuracy": {"mean": 0.6, "low": 0.4, "high": 0.8},
+            "lexam/reward": {"mean": 0.3, "low": 0.1, "high": 0.5},
+        }
+    }
+    rows = gains(summaries, intervals, BASELINES, mixture=True)
+    table = {(r.env, r.measure): r for r in rows}
+    assert set(table) == {("gdpr", "reward"), ("gdpr", "accuracy"), ("lexam", "reward")}
+
+    reward = table["gdpr", "reward"]
+    assert (reward.best_policy, reward.best_value, reward.teacher) == ("majority_label", 0.43, 0.8)
+    assert reward.gain == pytest.approx(0.07)
+    assert reward.verdict == BEATS  # 0.45 > 0.43
+    accuracy = table["gdpr", "accuracy"]
+    assert (accuracy.best_policy, accuracy.before) == ("majority_label", 0.4)
+    assert accuracy.verdict == LOSES  # 0.6 < 0.8
+    # lexam's only degenerate policy reports no headline; on reward 0.3 > 0.0 but low 0.1 > 0.0
+    assert table["lexam", "reward"].verdict == BEATS
+    assert "| gdpr | accuracy | 0.400 | 0.600 | majority_label | 0.800 | -0.200 | no |" in (
+        markdown(rows)
+    )
+
+
+def test_a_mean_above_the_baseline_with_an_interval_reaching_below_it_is_not_called_a_win():
+    summaries = {"after": {"reward": 0.5, "accuracy": 0.9}}
+    intervals = {"after": {"reward": {"mean": 0.5, "low": 0.3, "high": 0.7}}}
+    rows = gains(summaries, intervals, {"gdpr": BASELINES["gdpr"]}, mixture=False)
+    verdicts = {r.measure: r.verdict for r in rows}
+    # reward: 0.5 > 0.43 but 0.3 < 0.43; accuracy has no interval, so its mean decides
+    assert verdicts == {"reward": WITHIN, "accuracy": BEATS}
+    assert rows[0].before is None
+
+
+def test_a_tie_for_the_best_degenerate_value_is_reported():
+    baselines = {"lexam": [row("lexam", f"always_{x}", 0.25, 0.25) for x in "ABCD"]}
+    (reward,) = gains({"after": {"reward": 0.2}}, {}, baselines, False)
+    assert (reward.best_policy, reward.tied) == ("always_D", 3)
+    assert "| always_D (and 3 tied) | 0.250 | -0.050 | no |" in markdown([reward])
+
+
+def test_an_env_without_degenerate_values_gets_no_verdict():
+    baselines = {"x": [row("x", "teacher", 1.0, 1.0), row("x", "empty", None, None)]}
+    (reward, accuracy) = gains({"after": {"reward": 0.2, "accuracy": 0.1}}, {}, baselines, False)
+    assert reward.verdict == accuracy.verdict == "n/a"
+    assert reward.gain is None
