@@ -41,6 +41,9 @@ class Completion:
     logprobs: list[float]
     """log p(token) under the distribution the token was drawn from (logits / temperature)."""
     adapter_version: int
+    text: str | None = None
+    """The reply's text when the backend has it (a chat endpoint; a scripted reply); None: the
+    policy decodes `completion_ids`."""
 
 
 class Backend(Protocol):

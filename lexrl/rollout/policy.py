@@ -1,7 +1,10 @@
 """The `Policy` handle an env plays its agents through, one per episode.
 
 `chat(role, system, messages)` renders the chat template (so the trainer sees exactly the tokens
-the sampler saw), asks the backend for a completion, records a Turn and returns the text.
+the sampler saw), asks the backend for a completion, records a Turn and returns the text. A
+chat-level backend (`ChatBackend`: an OpenAI-compatible endpoint, for evaluation) gets the
+messages instead; without a local tokenizer its Turns keep the text and whatever token ids and
+log-probs the server returned.
 `finish(...)` closes the episode into a Trajectory. `ScriptedPolicy` has the same interface but
 answers from a teacher function: the env's workflow code runs unchanged for the warm-start data.
 """
@@ -9,7 +12,7 @@ answers from a teacher function: the env's workflow code runs unchanged for the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from transformers import PreTrainedTokenizerBase
 
@@ -19,20 +22,39 @@ from lexrl.types import Trajectory, Turn
 Messages = str | list[dict[str, str]]
 
 
-def render_prompt(tokenizer: PreTrainedTokenizerBase, system: str, messages: Messages) -> list[int]:
-    """Token ids of the chat-templated prompt, ending with the assistant header."""
+def conversation(system: str, messages: Messages) -> list[dict[str, str]]:
+    """The chat messages of one call: the system prompt, then `messages` (a string is one user
+    message)."""
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
-    conversation = [{"role": "system", "content": system}, *messages]
-    text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+    return [{"role": "system", "content": system}, *messages]
+
+
+def render_prompt(
+    tokenizer: PreTrainedTokenizerBase | None, system: str, messages: Messages
+) -> list[int]:
+    """Token ids of the chat-templated prompt, ending with the assistant header ([] without a
+    tokenizer)."""
+    if tokenizer is None:
+        return []
+    text = tokenizer.apply_chat_template(
+        conversation(system, messages), tokenize=False, add_generation_prompt=True
+    )
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """A backend that takes chat messages rather than token ids."""
+
+    async def chat(self, messages: list[dict[str, str]], sampling: Sampling) -> Completion: ...
 
 
 class Policy:
     def __init__(
         self,
-        backend: Backend,
-        tokenizer: PreTrainedTokenizerBase,
+        backend: Backend | ChatBackend,
+        tokenizer: PreTrainedTokenizerBase | None,
         task_id: str,
         max_new_tokens: int = 96,
         greedy: bool = False,
@@ -57,8 +79,10 @@ class Policy:
             temperature=0.0 if self.greedy else temperature,
             max_new_tokens=max_new_tokens or self.max_new_tokens,
         )
-        completion = await self._complete(role, messages, prompt_ids, sampling)
-        text = self.tokenizer.decode(completion.completion_ids, skip_special_tokens=True)
+        completion = await self._complete(role, system, messages, prompt_ids, sampling)
+        text = completion.text
+        if text is None:
+            text = self.tokenizer.decode(completion.completion_ids, skip_special_tokens=True)
         self.trajectory.turns.append(
             Turn(
                 role=role,
@@ -76,7 +100,7 @@ class Policy:
     def record(self, role: str, system: str, messages: Messages, text: str) -> None:
         """Keep a reply the policy did not write (an external judge's) as a non-trainable Turn,
         so samples and W&B tables show its prompt and reply beside the policy's turns."""
-        completion_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        completion_ids = self._encode(text)
         self.trajectory.turns.append(
             Turn(
                 role=role,
@@ -89,9 +113,16 @@ class Policy:
             )
         )
 
+    def _encode(self, text: str) -> list[int]:
+        if self.tokenizer is None:
+            return []
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
     async def _complete(
-        self, role: str, messages: Messages, prompt_ids: list[int], sampling: Sampling
+        self, role: str, system: str, messages: Messages, prompt_ids: list[int], sampling: Sampling
     ) -> Completion:
+        if isinstance(self.backend, ChatBackend):
+            return await self.backend.chat(conversation(system, messages), sampling)
         return await self.backend.generate(prompt_ids, sampling)
 
     def finish(
@@ -114,17 +145,18 @@ Teacher = Callable[[str, Messages], str]
 
 
 class ScriptedPolicy(Policy):
-    """Answers every `chat` from `teacher(role, messages)`; turns carry log-prob 0 (not sampled)."""
+    """Answers every `chat` from `teacher(role, messages)`; turns carry log-prob 0 (not sampled). Without a tokenizer the turns keep the text
+    alone."""
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, task_id: str, teacher: Teacher):
+    def __init__(self, tokenizer: PreTrainedTokenizerBase | None, task_id: str, teacher: Teacher):
         super().__init__(backend=None, tokenizer=tokenizer, task_id=task_id)  # type: ignore[arg-type]
         self.teacher = teacher
 
     async def _complete(
-        self, role: str, messages: Messages, prompt_ids: list[int], sampling: Sampling
+        self, role: str, system: str, messages: Messages, prompt_ids: list[int], sampling: Sampling
     ) -> Completion:
         text = self.teacher(role, messages)
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [
-            self.tokenizer.eos_token_id
-        ]
+        if self.tokenizer is None:
+            return Completion([], [], adapter_version=-1, text=text)
+        ids = self._encode(text) + [self.tokenizer.eos_token_id]
         return Completion(ids, [0.0] * len(ids), adapter_version=-1)
