@@ -149,6 +149,18 @@ def _load(path: str | None, overrides: list[str], required: bool = True) -> Conf
 
 
 def _policy_from_checkpoint(config: Config, checkpoint: str | None):
+    """The env, the backend and the tokenizer a checkpoint (or the base) is played with; for
+    `rollout.backend: openai` the served model at `rollout.base_url`, with no local tokenizer."""
+    if config.rollout.backend == "openai":
+        from lexrl.envs import make_env
+        from lexrl.rollout.factory import make_chat_backend
+
+        if checkpoint:
+            raise ConfigError(
+                "--checkpoint with `rollout.backend: openai`: the endpoint serves its own model; "
+                "serve the checkpoint's adapter there, or evaluate it with the hf backend"
+            )
+        return make_env(config.env), make_chat_backend(config), None
     import torch
     from accelerate import Accelerator
 
@@ -232,13 +244,11 @@ def _audit(config: Config, args: argparse.Namespace) -> None:
 
     from lexrl.envs import make_env
     from lexrl.eval.audit import audit, markdown
-    from lexrl.models import config_tokenizer
 
     if args.max_tasks is not None and args.max_tasks < 1:
         raise ConfigError(f"--max-tasks {args.max_tasks}: give at least 1")
-    env = make_env(config.env)
-    tokenizer = config_tokenizer(config.model, env.text_corpus())
-    rows = audit(env, tokenizer, args.max_tasks, config.run.seed)
+    # Scripted replies need no tokenizer: their rewards read the text alone.
+    rows = audit(make_env(config.env), None, args.max_tasks, config.run.seed)
     print(markdown(rows))
     if args.json:
         print(json.dumps([dataclasses.asdict(row) for row in rows], ensure_ascii=False))

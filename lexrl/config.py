@@ -90,7 +90,31 @@ class RolloutConfig:
     backend: str = "hf"
     """Generation backend: `hf` (transformers in-process, batched), `vllm-server` (vLLM
     OpenAI-compatible servers at `vllm_urls`, adapters hot-loaded after each step; start one with
-    `lexrl serve`) or `vllm-engine` (vllm.LLM inside each training process)."""
+    `lexrl serve`), `vllm-engine` (vllm.LLM inside each training process) or `openai` (any
+    OpenAI-compatible chat endpoint at `base_url` serving `model.name_or_path`: evaluation and
+    rollouts only, `lexrl train` refuses it)."""
+    base_url: str = ""
+    """`openai`: the policy's chat endpoint with its version prefix (`https://api.openai.com/v1`,
+    `http://host:8000/v1` for a vLLM server); `model.name_or_path` is the served model's name."""
+    api_key_env: str = ""
+    """`openai`: name of the environment variable holding the endpoint's API key (never the key
+    itself); empty sends `EMPTY` (a vLLM server without `--api-key`). Masked in every file."""
+    chat_concurrency: int = 16
+    """`openai`: requests in flight to the endpoint."""
+    chat_timeout_s: float = 120.0
+    """`openai`: per-request timeout."""
+    chat_max_retries: int = 3
+    """`openai`: transport retries (connection errors, timeouts, 408/409/429/5xx) by the `openai`
+    client with exponential backoff; a call still failing fails its episode (counted, left out
+    of the means), not the evaluation."""
+    chat_token_ids: bool = False
+    """`openai`: ask for the prompt's and completion's token ids and log-probs (vLLM's
+    `return_token_ids` and `logprobs`) and keep them in each Turn. vLLM servers only: OpenAI's
+    API refuses the field. Off: Turns keep the text alone."""
+    chat_cache_dir: str = ".lexrl_cache/policy_chat"
+    """`openai`: on-disk cache of replies, keyed by endpoint, model, messages, sampling and the
+    call's place in its episode, so a re-run or resumed evaluation pays for no call twice (and
+    gets the same replies: delete it, or set another folder, for fresh samples). Empty: none."""
     vllm_urls: list[str] = field(default_factory=lambda: ["http://127.0.0.1:8000"])
     """`vllm-server`: server base URLs (without /v1); several are replicas sharing the load. No
     credentials or query string in them (refused; lexrl's servers take no key)."""
@@ -360,7 +384,7 @@ _CHOICES = {
         "sequence_mask",
     ),
     "model.dtype": ("float32", "bfloat16", "float16"),
-    "rollout.backend": ("hf", "vllm-server", "vllm-engine"),
+    "rollout.backend": ("hf", "vllm-server", "vllm-engine", "openai"),
     "env.statute.language": ("en", "zh"),
     "env.statute.dataset": ("demo", "stard", "csaid", "jsonl"),
     "env.statute.retrieval.first_stage": ("bm25", "dense"),
@@ -429,6 +453,9 @@ BOUNDS: dict[str, Bound] = {
     "lora.r": _AT_LEAST_1,
     "lora.alpha": _AT_LEAST_1,
     "lora.dropout": Bound(0, 1, high_open=True),
+    "rollout.chat_concurrency": _AT_LEAST_1,
+    "rollout.chat_timeout_s": _ABOVE_0,
+    "rollout.chat_max_retries": _AT_LEAST_0,
     "rollout.vllm_max_concurrency": _AT_LEAST_1,
     "rollout.vllm_timeout_s": _ABOVE_0,
     "rollout.vllm_restart_wait_s": _AT_LEAST_0,
@@ -670,6 +697,8 @@ def validate(config: Config) -> Config:
             "`rollout.overlap` needs `rollout.backend: vllm-server` (the other backends sample "
             "from the weights being updated or share their memory)"
         )
+    if config.rollout.backend == "openai" and not config.rollout.base_url:
+        raise ConfigError("`rollout.backend: openai` needs `rollout.base_url` (the chat endpoint)")
     retrieval = config.env.statute.retrieval
     if retrieval.first_stage == "dense" and not retrieval.dense_model:
         raise ConfigError("`env.statute.retrieval.first_stage` is dense but `dense_model` is empty")

@@ -36,7 +36,11 @@ def chat_server(answer: Callable[[Message], tuple[int, bytes]]) -> Iterator[str]
             self.end_headers()
             self.wfile.write(body)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        # The default backlog of 5 resets connections when a client sends 16 at once.
+        request_queue_size = 128
+
+    httpd = Server(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:

@@ -54,7 +54,7 @@ def _mean(values: list[float]) -> float | None:
 def play(
     env: Env,
     tasks: list[Task],
-    tokenizer: PreTrainedTokenizerBase,
+    tokenizer: PreTrainedTokenizerBase | None,
     factory: PolicyFactory,
     seed: int,
 ) -> list[Trajectory]:
@@ -86,7 +86,7 @@ def score(env_name: str, metric: str, policy: str, trajectories: list[Trajectory
 
 
 def audit_env(
-    name: str, env: Env, tasks: list[Task], tokenizer: PreTrainedTokenizerBase, seed: int = 0
+    name: str, env: Env, tasks: list[Task], tokenizer: PreTrainedTokenizerBase | None, seed: int = 0
 ) -> list[AuditRow]:
     """The teacher's row, then each degenerate policy's with its share of the teacher's reward.
     An env without a scripted teacher gets its policies' rewards alone, and says so."""
@@ -106,7 +106,7 @@ def audit_env(
 
 
 def audit(
-    env: Env, tokenizer: PreTrainedTokenizerBase, max_tasks: int | None, seed: int = 0
+    env: Env, tokenizer: PreTrainedTokenizerBase | None, max_tasks: int | None, seed: int = 0
 ) -> list[AuditRow]:
     """Every env of `env` (each member of a mixture) on its first `max_tasks` test tasks (None:
     all of them)."""

@@ -25,7 +25,6 @@ from lexrl.envs.base import Env, EnvReport, ReportRequest
 from lexrl.errors import ConfigError, LexrlError
 from lexrl.eval.audit import AuditRow, audit_env
 from lexrl.eval.audit import markdown as audit_markdown
-from lexrl.models import config_tokenizer
 from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.policy import Policy
@@ -80,14 +79,15 @@ def episode_values(trajectories: list[Trajectory]) -> dict[str, list[float]]:
 
 def summarize(groups: list[Group]) -> dict[str, float]:
     """Means over every evaluated episode of the reward, its components and the env metrics;
-    an episode whose judge failed is counted (`judge_failed`), not averaged."""
+    an episode that failed (its judge or the policy's endpoint) is counted (`failed_episodes`),
+    not averaged."""
     episodes = [t for g in groups for t in g.trajectories]
     trajectories = [t for t in episodes if not t.failed]
     if not episodes:
         return {}
     summary = {"episodes": float(len(episodes))}
     if any(t.failed for t in episodes):
-        summary["judge_failed"] = float(len(episodes) - len(trajectories))
+        summary["failed_episodes"] = float(len(episodes) - len(trajectories))
     if trajectories:
         for key, values in episode_values(trajectories).items():
             summary[key] = sum(values) / len(values)
@@ -122,12 +122,27 @@ def env_summaries(
     return summary, intervals
 
 
+def finished_groups(groups: list[Group]) -> list[Group]:
+    """The groups with only the episodes their env played to the end. An episode cut short (its
+    policy's endpoint failed for good, `EpisodeCallFailed`) has no outcome for the env's own
+    report; the summary counts it in `failed_episodes`. One whose judge failed is kept: the
+    env's report counts those itself."""
+    kept = []
+    for group in groups:
+        ended = [t for t in group.trajectories if not (t.failed and t.outcome is None)]
+        if ended:
+            kept.append(Group(group.task, ended))
+    return kept
+
+
 def env_reports(
     env: Env, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
 ) -> dict[str, EnvReport | None]:
     """Each env's own part of the report (`Env.report`), by env name; a mixture's members each
     write their files, if any, into a folder named after them."""
     reports = {}
+    if groups is not None:
+        groups = finished_groups(groups)
     for part in env.parts(tasks, groups):
         own = request
         if env.member_envs() and request.out_dir is not None:
@@ -153,14 +168,21 @@ def eval_tasks(env: Env, config: Config) -> list[Task]:
     return kept
 
 
+def policy_name(config: Config, checkpoint: str | None) -> str:
+    """What a report calls the evaluated policy: the checkpoint's folder name, `base`, or for
+    `rollout.backend: openai` the served model's name (`/` made `-`)."""
+    if config.rollout.backend == "openai":
+        return config.model.name_or_path.replace("/", "-")
+    return Path(checkpoint).name if checkpoint else "base"
+
+
 def evaluation_dir(config: Config, checkpoint: str | None, label: str = "") -> Path:
     """`<run.output_dir>/eval/<name>`: one folder per evaluation, so evaluations with different
     settings never overwrite each other. The name reads `<checkpoint>_<split>[_first<N>]
     [_<label>][_baselines]_<hash>` (`label`: `Env.evaluation_label`, e.g. the statute env's
     `rerank-<model>`), the hash covering the checkpoint's path and every setting that changes
     the numbers (model, LoRA, rollout, env, eval)."""
-    system = Path(checkpoint).name if checkpoint else "base"
-    parts = [system, config.eval.split]
+    parts = [policy_name(config, checkpoint), config.eval.split]
     if config.eval.max_tasks is not None:
         parts.append(f"first{config.eval.max_tasks}")
     if label:
@@ -487,7 +509,7 @@ def _section(
 
 
 def degenerate_baselines(
-    env: Env, tasks: list[Task], tokenizer: PreTrainedTokenizerBase, seed: int
+    env: Env, tasks: list[Task], tokenizer: PreTrainedTokenizerBase | None, seed: int
 ) -> dict[str, list[AuditRow]]:
     """Each env's degenerate policies and scripted teacher played on its evaluated tasks
     (`lexrl.eval.audit`), by env name (a mixture's members each on their own tasks)."""
@@ -609,8 +631,8 @@ def evaluate_checkpoint(
     tasks = eval_tasks(env, config)
     degenerate = None
     if config.eval.degenerate_baselines:
-        tokenizer = tokenizer or config_tokenizer(config.model, env.text_corpus())
-        degenerate = degenerate_baselines(env, tasks, tokenizer, config.eval.seed)
+        # Scripted replies need no tokenizer: their rewards read the text alone.
+        degenerate = degenerate_baselines(env, tasks, None, config.eval.seed)
     return evaluation_report(
-        env, tasks, groups, config, checkpoint or "base", out_dir, degenerate=degenerate
+        env, tasks, groups, config, policy_name(config, checkpoint), out_dir, degenerate=degenerate
     )

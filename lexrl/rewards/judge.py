@@ -195,7 +195,7 @@ async def ask_until_parsed(
     return Exchange(messages, replies, None, failure, max_parse_retries + 1)
 
 
-class _DiskCache:
+class DiskCache:
     """One JSON file per key under `folder/<key[:2]>/`, written to a temporary file and renamed
     (`os.replace` is atomic), so concurrent processes, even on a network file system, only ever
     read whole entries; two writers of one key write the same content."""
@@ -261,7 +261,7 @@ class JudgeClient:
             raise ValueError(f"aggregate must be 'min' or 'mean', not {aggregate!r}")
         self.judges = list(judges)
         self.aggregate = aggregate
-        self.cache = _DiskCache(cache_dir) if cache_dir is not None else None
+        self.cache = DiskCache(cache_dir) if cache_dir is not None else None
         self.clients = [self._client(judge, http_client_factory) for judge in self.judges]
         self.semaphores = [asyncio.Semaphore(judge.concurrency) for judge in self.judges]
         self._stats = {"requests": 0, "cache_hits": 0, "parse_retries": 0, "failures": 0}

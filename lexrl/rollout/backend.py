@@ -27,6 +27,8 @@ from typing import Protocol
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from lexrl.errors import LexrlError
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -44,6 +46,16 @@ class Completion:
     text: str | None = None
     """The reply's text when the backend has it (a chat endpoint; a scripted reply); None: the
     policy decodes `completion_ids`."""
+    prompt_ids: list[int] | None = None
+    """The prompt's token ids as the server tokenized it (a chat endpoint that returns them);
+    None: the policy's own rendering."""
+
+
+class EpisodeCallFailed(LexrlError, RuntimeError):
+    """A policy call that failed after the client's retries (a remote endpoint down or
+    answering errors): it costs its episode, which the engine records as failed, not the run."""
+
+    kind = "endpoint"
 
 
 class Backend(Protocol):
@@ -119,6 +131,7 @@ class _Episode:
     calls: int = 0
     """Model calls sent and not yet answered (an episode may make several at once)."""
     calls_made: int = 0
+    named_calls: int = 0
 
     def call(self) -> tuple[int, int]:
         """Count a new call; returns its place in a batch."""
@@ -137,6 +150,16 @@ class _Episode:
 # A context variable rather than an argument: envs call the backend through `Policy`, and each
 # episode's task (and any task it starts) sees its own value.
 _current_episode: ContextVar[_Episode | None] = ContextVar("lexrl_episode", default=None)
+
+
+def current_call() -> str:
+    """`<episode>:<n>` for the n-th call of this name within the running episode (the engine's
+    episode index), empty outside the engine: tells apart the K samples of one prompt."""
+    episode = _current_episode.get()
+    if episode is None:
+        return ""
+    episode.named_calls += 1
+    return f"{episode.key}:{episode.named_calls}"
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """Run K episodes for each of G tasks concurrently and return Groups, with a progress bar.
 
 Each episode runs inside `RunningEpisodes.track`, so a deterministic backend knows when every
-running episode waits for it and cuts its batch then.
+running episode waits for it and cuts its batch then. An episode whose policy call failed for
+good (`EpisodeCallFailed`: a remote chat endpoint down) is returned failed, with the turns it
+had, and the others go on.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable, Sequence
 from tqdm.auto import tqdm
 
 from lexrl.envs.base import Env
-from lexrl.rollout.backend import RunningEpisodes
+from lexrl.rollout.backend import EpisodeCallFailed, RunningEpisodes
 from lexrl.rollout.policy import Policy
 from lexrl.types import Group, Task, Trajectory
 
@@ -37,7 +39,12 @@ async def run_groups_async(
     async def episode(task: Task, index: int) -> Trajectory:
         async with limit:
             with running.track(index):
-                trajectory = await env.run_episode(task, make_policy(task))
+                policy = make_policy(task)
+                try:
+                    trajectory = await env.run_episode(task, policy)
+                except EpisodeCallFailed as error:
+                    trajectory = policy.trajectory
+                    trajectory.failed = str(error)
         bar.update(1)
         return trajectory
 

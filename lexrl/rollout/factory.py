@@ -6,14 +6,17 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lexrl.config import Config
 from lexrl.rollout.backend import Backend, HFBackend
+from lexrl.rollout.openai_chat import ChatEndpoint, OpenAIChatBackend
 
 
 def make_backend(
     config: Config, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, base_path: str
-) -> Backend:
+) -> Backend | OpenAIChatBackend:
     """`policy` is the live LoRA model (`hf` samples from it); `base_path` is the base model the
     vLLM backends serve (the same weights the LoRA sits on)."""
     rollout = config.rollout
+    if rollout.backend == "openai":
+        return make_chat_backend(config)
     if rollout.backend == "vllm-server":
         from lexrl.rollout.vllm_server import VLLMServerBackend
 
@@ -36,4 +39,21 @@ def make_backend(
         rollout.batch_wait_ms,
         rollout.deterministic,
         ignore_eos=rollout.ignore_eos,
+    )
+
+
+def make_chat_backend(config: Config) -> OpenAIChatBackend:
+    """The `openai` backend: `model.name_or_path` served at `rollout.base_url`."""
+    rollout = config.rollout
+    return OpenAIChatBackend(
+        ChatEndpoint(
+            base_url=rollout.base_url,
+            model=config.model.name_or_path,
+            api_key_env=rollout.api_key_env,
+            concurrency=rollout.chat_concurrency,
+            timeout_s=rollout.chat_timeout_s,
+            max_retries=rollout.chat_max_retries,
+            token_ids=rollout.chat_token_ids,
+            cache_dir=rollout.chat_cache_dir,
+        )
     )

@@ -80,6 +80,8 @@ class Policy:
             max_new_tokens=max_new_tokens or self.max_new_tokens,
         )
         completion = await self._complete(role, system, messages, prompt_ids, sampling)
+        if completion.prompt_ids is not None:
+            prompt_ids = completion.prompt_ids
         text = completion.text
         if text is None:
             text = self.tokenizer.decode(completion.completion_ids, skip_special_tokens=True)

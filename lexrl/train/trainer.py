@@ -33,7 +33,7 @@ from transformers import PreTrainedTokenizerBase
 from lexrl.config import Config, save_config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env
-from lexrl.errors import RunHalted
+from lexrl.errors import ConfigError, RunHalted
 from lexrl.eval import degenerate_gain
 from lexrl.eval.evaluate import (
     degenerate_baselines,
@@ -678,7 +678,7 @@ def compare_with_degenerate(
     """Print and write (`eval_vs_degenerate.json` and `.md`) the trained policy's held-out
     numbers against each env's best degenerate policy on the same tasks (`degenerate_gain`)."""
     env, config = run.env, run.config
-    baselines = degenerate_baselines(env, eval_tasks(env, config), run.tokenizer, config.eval.seed)
+    baselines = degenerate_baselines(env, eval_tasks(env, config), None, config.eval.seed)
     rows = degenerate_gain.gains(summaries, intervals, baselines, bool(env.member_envs()))
     table = degenerate_gain.markdown(rows)
     print_markdown(console, table)
@@ -693,6 +693,11 @@ def train(config: Config) -> dict[str, dict[str, float]]:
     """GRPO steps up to `run.max_steps` (fewer after a SIGTERM); returns the evaluation summaries,
     `before` and `after`. Raises RunHalted, its checkpoint written, when every episode fails for
     `run.max_failed_steps` steps in a row (`FailedSteps`)."""
+    if config.rollout.backend == "openai":
+        raise ConfigError(
+            "`rollout.backend: openai` is for evaluation (`lexrl eval`, `lexrl rollout`): the "
+            "endpoint's model has no weights here to train; use hf, vllm-server or vllm-engine"
+        )
     accelerator = make_accelerator()
     shard = step_shard(config, accelerator)
     refuse_if_cannot_fit(config, accelerator.num_processes, uses_deepspeed(accelerator))

@@ -30,7 +30,7 @@ def test_intervals_resample_tasks_and_leave_failed_episodes_out():
     assert 0.0 <= intervals["accuracy"]["low"] < intervals["accuracy"]["mean"]
     assert intervals["accuracy"]["mean"] < intervals["accuracy"]["high"] <= 1.0
     summary = summarize(groups)
-    assert summary["judge_failed"] == 1 and summary["reward"] == pytest.approx(3 / 6)
+    assert summary["failed_episodes"] == 1 and summary["reward"] == pytest.approx(3 / 6)
 
 
 def test_a_metric_is_averaged_over_the_episodes_that_report_it():
