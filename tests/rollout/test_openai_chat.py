@@ -30,7 +30,9 @@ class Endpoint:
             self.requests += 1
             number = self.requests
         if self.fail_every and number % self.fail_every == 0:
-            return 500, json.dumps({"error": {"message": f"down for {headers['Authorization']}"}}).encode()
+            return 500, json.dumps(
+                {"error": {"message": f"down for {headers['Authorization']}"}}
+            ).encode()
         return 200, completion(f"(seen {headers['Authorization']}) ###B###")
 
 
