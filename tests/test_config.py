@@ -6,12 +6,17 @@ import pytest
 
 from lexrl.config import Config, ConfigError, load_config, option_names
 
-CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+CONFIG_DIR = Path(__file__).parents[1] / "configs"
+CONFIGS = sorted([*CONFIG_DIR.glob("*.yaml"), *CONFIG_DIR.glob("api/*.yaml")])
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_every_shipped_config_loads(path):
-    assert isinstance(load_config(path), Config)
+    config = load_config(path)
+    assert isinstance(config, Config)
+    if path.parent.name == "api":
+        # The papers' baselines: a served model evaluated, never trained.
+        assert config.rollout.backend == "openai" and config.rollout.base_url
 
 
 def test_override_sets_nested_field(tmp_path):
