@@ -100,7 +100,14 @@ def compare_reports(path_a: str | Path, path_b: str | Path) -> str:
         except json.JSONDecodeError as error:
             raise ValueError(f"{file}: not a JSON report ({error})") from None
     check_comparable(*reports, file_a, file_b)
-    return compare_markdown(*reports, str(path_a), str(path_b))
+    names = [_named(report, path) for report, path in zip(reports, (path_a, path_b), strict=True)]
+    return compare_markdown(*reports, *names)
+
+
+def _named(report: dict, path: str | Path) -> str:
+    """The report's policy (`system`: a checkpoint, `base`, a served model's name) and path."""
+    system = report.get("system")
+    return f"{system} ({path})" if system else str(path)
 
 
 def check_comparable(a: dict, b: dict, file_a: Path, file_b: Path) -> None:

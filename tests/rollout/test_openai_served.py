@@ -113,6 +113,10 @@ def test_greedy_replies_and_parse_rates_match_the_hf_backend(smollm2_server, mod
     served_parsed = served_report["summary"]["parsed"]
     local_parsed = local_report["summary"]["parsed"]
     assert abs(served_parsed - local_parsed) <= 0.2, (served_parsed, local_parsed)
+    compared = run_lexrl("compare", str(tmp_path / "local"), str(tmp_path / "served"))
+    assert compared.returncode == 0, compared.stderr
+    header = compared.stdout.splitlines()[2]
+    assert "A: base (" in header and "B: smollm2 (" in header
 
 
 def test_a_server_killed_mid_evaluation_costs_counted_episodes(model_cache, tmp_path):
