@@ -7,7 +7,8 @@ Reads each run's `eval_summary.json` (written by `lexrl train` with `run.eval_be
 `run.eval_after`). For a mixture, the mixture's mean reward is the unweighted mean of its envs'
 held-out `<env>/reward` (the demo weighs its envs equally); each env's own numbers follow. Prints
 per seed the value before and after and the rise, then the mean rise against the spread of the
-rises over the seeds (max - min), as a Markdown table.
+rises over the seeds (max - min), as a Markdown table; then, where the runs wrote
+`eval_vs_degenerate.json`, each seed's value after training against the best degenerate policy.
 """
 
 from __future__ import annotations
@@ -87,6 +88,31 @@ def main() -> None:
                 continue
             print(row(label, [value(s, env, metric) for s in befores],
                       [value(s, env, metric) for s in afters]))  # fmt: skip
+    gains = [run / "eval_vs_degenerate.json" for run in args.runs]
+    if all(path.is_file() for path in gains):
+        print()
+        print(degenerate_table(args.runs, [json.loads(path.read_text()) for path in gains]))
+
+
+def degenerate_table(runs: list[Path], gains: list[list[dict]]) -> str:
+    """Per env and measure, each seed's held-out value after training against the best
+    degenerate policy on the same tasks (`eval_vs_degenerate.json`, written by `lexrl train`),
+    with the verdict: does the after value's 95% interval lie above it?"""
+    lines = [
+        "| env | measure | best degenerate policy | its value | "
+        + " | ".join(f"{run.name}: after (beats it?)" for run in runs)
+        + " |",
+        "|---" * (4 + len(runs)) + "|",
+    ]
+    for first, *others in zip(*gains, strict=True):
+        cells = [f"{g['after']:.3f} ({g['verdict']})" for g in (first, *others)]
+        best = "n/a" if first["best_value"] is None else f"{first['best_value']:.3f}"
+        lines.append(
+            f"| {first['env']} | {first['measure']} | {first['best_policy']} | {best} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
