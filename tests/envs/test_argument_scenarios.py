@@ -220,3 +220,28 @@ def test_loader_errors_name_file_line_and_field(tmp_path):
     with pytest.raises(ScenarioError, match="not found"):
         load_scenarios(tmp_path / "no.jsonl")
     assert issubclass(ScenarioError, ValueError)
+
+
+def test_the_authors_mismatched_mode_swaps_the_precedents_whole():
+    for seed in range(40):
+        arguable = generate_scenario("arguable", 4, seed)
+        swapped = generate_scenario("mismatched", 4, seed, mismatched="swap_precedents")
+        flipped = generate_scenario("mismatched", 4, seed)
+        # The same draws: the flipped triple keeps the arguable factor sets, the swapped one
+        # exchanges them between the precedents, and both lose to the side that would cite them.
+        assert (flipped.c2, flipped.c3) == (arguable.c2, arguable.c3)
+        assert (swapped.c1, swapped.c2, swapped.c3) == (arguable.c1, arguable.c3, arguable.c2)
+        assert (swapped.c2_outcome, swapped.c3_outcome) == ("D", "P")
+        assert swapped.id == f"mismatched-swapped-c4-s{seed}" and not violations(swapped)
+        assert expected_abstentions(swapped) == (True, True, True)
+
+
+def test_a_swapped_triple_still_needs_its_overlaps_and_an_unknown_mode_is_refused():
+    # Table 1 swapped: c2 = the defendant's precedent (shares F5, pro-D), c3 the plaintiff's.
+    swapped = dataclasses.replace(TABLE1_MISMATCHED, c2=TABLE1_ARGUABLE.c3, c3=TABLE1_ARGUABLE.c2)
+    assert violations(swapped) == []
+    lost = dataclasses.replace(swapped, c3=("F2", "F16"))
+    (problem,) = violations(lost)
+    assert problem.startswith("mismatched needs c1 to share")
+    with pytest.raises(ValueError, match="swap"):
+        generate_scenario("mismatched", 4, 0, mismatched="swap")

@@ -236,7 +236,10 @@ class ArgumentEnv(Env):
             scenarios = load_scenarios(self.config.scenarios)
         else:
             scenarios = generate_scenarios(
-                self.config.kinds, self.config.complexity, split_seeds(split, count)
+                self.config.kinds,
+                self.config.complexity,
+                split_seeds(split, count),
+                self.config.mismatched,
             )
             scenarios = _interleave(scenarios, len(self.config.kinds))
         self._scenarios.update({s.id: s for s in scenarios})

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from lexrl.rewards.judge_config import JudgeConfig
 
 WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
+MISMATCHED_MODES = ("flip_outcomes", "swap_precedents")
+"""How a mismatched triple is made from the arguable one of the same seed: its outcomes flipped
+(lexrl's default), or its precedents swapped with their outcomes (the authors' generator)."""
 
 
 @dataclass
@@ -24,6 +27,11 @@ class ArgumentEnvConfig:
     "c2_outcome", "c3_outcome"}` a line, all of them the test split."""
     kinds: list[str] = field(default_factory=lambda: ["arguable", "mismatched", "non_arguable"])
     """Scenario kinds generated (seed 004 sec. 4.2)."""
+    mismatched: str = "flip_outcomes"
+    """How a generated mismatched triple is made from the arguable one of the same seed:
+    `flip_outcomes` (c2 won by the defendant, c3 by the plaintiff, the overlaps kept) or
+    `swap_precedents` (c2 and c3 swapped whole, factors with outcomes: the authors'
+    `scenario_generator.py`). Every ply must abstain in both."""
     complexity: int = 5
     """Factors per case: complexity-1 to complexity+1 (seed 004 sec. 4.2: complexity 5 = 4-6)."""
     train_per_kind: int = 2000

@@ -5,7 +5,11 @@ each a set of CATO factor ids.
 - arguable: c2 decided for the plaintiff, c3 for the defendant, c1 shares >= 1 pro-plaintiff
   factor with c2 and >= 1 pro-defendant factor with c3. Every ply can be argued.
 - mismatched: the same overlaps, outcomes flipped (c2 for the defendant, c3 for the plaintiff):
-  neither precedent helps the side that would cite it, so every ply must abstain.
+  neither precedent helps the side that would cite it, so every ply must abstain. The authors'
+  generator (`scenario_generator.py`) instead swaps the two precedents whole, factor sets with
+  outcomes (`MISMATCHED_MODES`: `swap_precedents`), so c2 (won by the defendant) shares the
+  pro-defendant factor with c1 and c3 (won by the plaintiff) the pro-plaintiff one; every ply
+  must abstain there too.
 - non_arguable: c1 shares no factor with c2 nor with c3 (outcomes as arguable): every ply must
   abstain.
 
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lexrl.envs.argument.factors import FACTORS, factor_number, normalise_factor_id
+from lexrl.envs.argument.options import MISMATCHED_MODES
 from lexrl.envs.data import DatasetError
 from lexrl.errors import ConfigError
 
@@ -135,10 +140,19 @@ def violations(s: Scenario) -> list[str]:
         p, d = _OUTCOMES[s.kind]
         if (s.c2_outcome, s.c3_outcome) != (p, d):
             problems.append(f"{s.kind} needs c2_outcome {p} and c3_outcome {d}")
-        if not _shares(s.c1, s.c2, "P"):
-            problems.append("c1 and c2 share no pro-plaintiff factor")
-        if not _shares(s.c1, s.c3, "D"):
-            problems.append("c1 and c3 share no pro-defendant factor")
+        overlaps = _shares(s.c1, s.c2, "P") and _shares(s.c1, s.c3, "D")
+        swapped = _shares(s.c1, s.c2, "D") and _shares(s.c1, s.c3, "P")
+        if s.kind == "mismatched" and not (overlaps or swapped):
+            problems.append(
+                "mismatched needs c1 to share a pro-plaintiff factor with c2 and a pro-defendant "
+                "one with c3, or (precedents swapped) a pro-defendant one with c2 and a "
+                "pro-plaintiff one with c3"
+            )
+        if s.kind == "arguable":
+            if not _shares(s.c1, s.c2, "P"):
+                problems.append("c1 and c2 share no pro-plaintiff factor")
+            if not _shares(s.c1, s.c3, "D"):
+                problems.append("c1 and c3 share no pro-defendant factor")
     elif s.kind == "non_arguable":
         if (s.c2_outcome, s.c3_outcome) != ("P", "D"):
             problems.append("non_arguable needs c2_outcome P and c3_outcome D")
@@ -153,17 +167,23 @@ def _sorted(ids: set[str]) -> tuple[str, ...]:
     return tuple(sorted(ids, key=factor_number))
 
 
-def generate_scenario(kind: str, complexity: int, seed: int) -> Scenario:
+def generate_scenario(
+    kind: str, complexity: int, seed: int, mismatched: str = "flip_outcomes"
+) -> Scenario:
     """The triple of `kind` drawn with `random.Random(seed)`, its definition met by construction.
 
     arguable / mismatched: one pro-plaintiff factor put in c1 and c2 and one pro-defendant
     factor put in c1 and c3, the rest of each case drawn from all factors. The two kinds take
     the same draws, so one seed gives them the same factors with the outcomes swapped (as
-    Table 1 pairs them): they differ only in the abstention owed. non_arguable: c1 drawn first,
-    c2 and c3 from the factors c1 lacks.
+    Table 1 pairs them): they differ only in the abstention owed. With `mismatched:
+    swap_precedents` a mismatched triple is that arguable triple with c2 and c3 swapped, factors
+    and outcomes together (the authors' generator). non_arguable: c1 drawn first, c2 and c3 from
+    the factors c1 lacks.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown scenario kind `{kind}`; one of {', '.join(KINDS)}")
+    if mismatched not in MISMATCHED_MODES:
+        raise ConfigError(f"mismatched mode {mismatched!r} is not one of {MISMATCHED_MODES}")
     if not 1 <= complexity <= MAX_COMPLEXITY:
         raise ConfigError(f"complexity {complexity} is outside 1..{MAX_COMPLEXITY}")
     rng = random.Random(seed)
@@ -184,8 +204,11 @@ def generate_scenario(kind: str, complexity: int, seed: int) -> Scenario:
         c2 = {p, *rng.sample([f for f in all_ids if f != p], size() - 1)}
         c3 = {d, *rng.sample([f for f in all_ids if f != d], size() - 1)}
     c2_outcome, c3_outcome = _OUTCOMES[kind]
+    name = kind
+    if kind == "mismatched" and mismatched == "swap_precedents":
+        c2, c3, name = c3, c2, "mismatched-swapped"
     scenario = Scenario(
-        id=f"{kind}-c{complexity}-s{seed}",
+        id=f"{name}-c{complexity}-s{seed}",
         kind=kind,
         c1=_sorted(c1),
         c2=_sorted(c2),
@@ -201,9 +224,13 @@ def generate_scenario(kind: str, complexity: int, seed: int) -> Scenario:
     return scenario
 
 
-def generate_scenarios(kinds: Sequence[str], complexity: int, seeds: range) -> list[Scenario]:
+def generate_scenarios(
+    kinds: Sequence[str], complexity: int, seeds: range, mismatched: str = "flip_outcomes"
+) -> list[Scenario]:
     """One triple per kind and seed, kind by kind in the order given."""
-    return [generate_scenario(kind, complexity, seed) for kind in kinds for seed in seeds]
+    return [
+        generate_scenario(kind, complexity, seed, mismatched) for kind in kinds for seed in seeds
+    ]
 
 
 def split_seeds(split: str, n: int) -> range:
