@@ -264,10 +264,40 @@ def replayed(episode: Any) -> Teacher:
     return lambda role, messages: next(replies)
 
 
+@pytest.fixture(scope="module")
+def lexrl_eval_report(smollm2_server, tmp_path_factory) -> tuple[dict, dict[str, list[str]]]:
+    """`lexrl eval` of the mixture through the `openai` backend on the same server, tasks and
+    sampling as the vf-eval runs below: its report, and each task's replies in order."""
+    out = tmp_path_factory.mktemp("lexrl_eval")
+    command = [
+        sys.executable, "-m", "lexrl.cli", "eval", CONFIG,
+        "--rollout.backend", "openai",
+        "--rollout.base_url", smollm2_server.base_url,
+        "--model.name_or_path", smollm2_server.model,
+        "--rollout.chat_cache_dir", "",
+        "--rollout.max_new_tokens", "48",
+        "--eval.max_tasks", "4",
+        "--eval.samples_per_task", "1",
+        "--eval.greedy", "true",
+        "--eval.degenerate_baselines", "false",
+        "--run.output_dir", str(out),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (folder,) = (out / "eval").iterdir()
+    report = json.loads((folder / "eval_test_report.json").read_text())
+    replies = {}
+    for line in (folder / "eval_test.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        turns = row["trajectories"][0]["turns"]
+        replies[row["task"]["id"]] = [turn["text"] for turn in turns if turn["trainable"]]
+    return report, replies
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("member", ["gdpr", "lexam"])
 def test_vf_eval_runs_a_lexrl_env_on_a_served_model_and_reports_lexrl_rewards(
-    smollm2_server, tmp_path: Path, member: str
+    smollm2_server, lexrl_eval_report, tmp_path: Path, member: str
 ):
     out = tmp_path / "vf"
     command = [
@@ -323,6 +353,24 @@ def test_vf_eval_runs_a_lexrl_env_on_a_served_model_and_reports_lexrl_rewards(
     assert summary == lexrl_summary
     # vf-eval printed lexrl eval's table: the mean reward to four decimals.
     assert f"{lexrl_summary['reward']:.4f}" in done.stdout
+    # And `lexrl eval` of the same tasks, greedy, through the same server: the same replies,
+    # hence the same numbers. Greedy decoding leaves only the server's batching, which can
+    # break a near-tie differently in a reply; the numbers must then differ by that reply alone.
+    report, lexrl_replies = lexrl_eval_report
+    vf_replies = {
+        # A member played alone keeps its own ids; the mixture's name their member.
+        f"{member}:{episode.task.data.id}": [
+            trace.assistant_messages[-1].content or ""
+            for trace in sorted(episode.traces, key=lambda trace: trace.task.data.turn)
+        ]
+        for episode in episodes
+    }
+    assert vf_replies.keys() == {k for k in lexrl_replies if k.startswith(f"{member}:")}
+    same = [task for task in vf_replies if vf_replies[task] == lexrl_replies[task]]
+    assert len(same) >= 3, (vf_replies, lexrl_replies)
+    if len(same) == len(vf_replies):
+        # Equal up to the order the means were summed in.
+        assert summary == pytest.approx(report["envs"][member]["summary"], rel=1e-12)
 
 
 def sent_sampling(trace: Any) -> Iterator[dict]:
