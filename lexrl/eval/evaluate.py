@@ -169,11 +169,11 @@ def eval_tasks(env: Env, config: Config) -> list[Task]:
 
 
 def policy_name(config: Config, checkpoint: str | None) -> str:
-    """What a report calls the evaluated policy: the checkpoint's folder name, `base`, or for
-    `rollout.backend: openai` the served model's name (`/` made `-`)."""
+    """What a report calls the evaluated policy: the checkpoint as given, `base`, or for
+    `rollout.backend: openai` the served model's name."""
     if config.rollout.backend == "openai":
-        return config.model.name_or_path.replace("/", "-")
-    return Path(checkpoint).name if checkpoint else "base"
+        return config.model.name_or_path
+    return checkpoint or "base"
 
 
 def evaluation_dir(config: Config, checkpoint: str | None, label: str = "") -> Path:
@@ -182,7 +182,7 @@ def evaluation_dir(config: Config, checkpoint: str | None, label: str = "") -> P
     [_<label>][_baselines]_<hash>` (`label`: `Env.evaluation_label`, e.g. the statute env's
     `rerank-<model>`), the hash covering the checkpoint's path and every setting that changes
     the numbers (model, LoRA, rollout, env, eval)."""
-    parts = [policy_name(config, checkpoint), config.eval.split]
+    parts = [Path(policy_name(config, checkpoint)).name, config.eval.split]
     if config.eval.max_tasks is not None:
         parts.append(f"first{config.eval.max_tasks}")
     if label:

@@ -65,7 +65,9 @@ def test_a_served_model_is_evaluated_into_the_usual_report_with_its_name(tmp_pat
     endpoint = Endpoint()
     with chat_server(endpoint) as url:
         report = evaluate(url, tmp_path)
-    assert report["system"] == "vendor-stub-4o" and report["env_name"] == "lexam"
+    assert report["system"] == "vendor/stub-4o" and report["env_name"] == "lexam"
+    (folder,) = (tmp_path / "run" / "eval").iterdir()
+    assert folder.name.startswith("stub-4o_test_first6_")
     summary = report["summary"]
     assert summary["episodes"] == 24 and "failed_episodes" not in summary
     assert endpoint.requests == 24
