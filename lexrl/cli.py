@@ -85,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
         help="held-out tasks per env (default: all of them)",
     )
     audit.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
+    audit.add_argument(
+        "--no-cap",
+        action="store_true",
+        help="play whole replies, without the model's tokenizer and the config's token caps",
+    )
     compare = commands.add_parser(
         "compare", help="two evaluation reports side by side, differences and interval overlap"
     )
@@ -238,17 +243,30 @@ def _plan(config: Config, args: argparse.Namespace) -> None:
 
 
 def _audit(config: Config, args: argparse.Namespace) -> None:
-    """Play each env's degenerate policies and its teacher on the held-out tasks; print the
-    table (and the rows as JSON)."""
+    """Play each env's degenerate policies and its teacher on the held-out tasks, every reply cut
+    at the config's token caps with its tokenizer (unless `--no-cap`); print the table (and the
+    rows as JSON)."""
     import dataclasses
 
     from lexrl.envs import make_env
     from lexrl.eval.audit import audit, markdown
+    from lexrl.hub import ModelUnavailable
 
     if args.max_tasks is not None and args.max_tasks < 1:
         raise ConfigError(f"--max-tasks {args.max_tasks}: give at least 1")
-    # Scripted replies need no tokenizer: their rewards read the text alone.
-    rows = audit(make_env(config.env), None, args.max_tasks, config.run.seed)
+    env = make_env(config.env)
+    tokenizer, cap = None, None
+    if not args.no_cap:
+        from lexrl.models import config_tokenizer
+
+        try:
+            tokenizer = config_tokenizer(config.model, env.text_corpus())
+        except ModelUnavailable as error:
+            raise ModelUnavailable(
+                f"{error} (`lexrl audit --no-cap` plays whole replies without a tokenizer)"
+            ) from None
+        cap = config.rollout.max_new_tokens
+    rows = audit(env, tokenizer, args.max_tasks, config.run.seed, cap)
     print(markdown(rows))
     if args.json:
         print(json.dumps([dataclasses.asdict(row) for row in rows], ensure_ascii=False))

@@ -6,6 +6,11 @@ teacher, through the env's real workflow on the held-out tasks, and reports each
 reward as a share of the teacher's: the teacher is the reward's upper reference, so a large
 share means a policy can earn most of the reward without doing the task. A mixture is audited
 member by member, each with its own policies.
+
+Given the run's tokenizer and `rollout.max_new_tokens`, every reply is cut at its call's token
+cap as a sampled one would be (`ScriptedPolicy`), so a teacher whose replies do not fit the cap
+is scored as a trained policy imitating it would be, and each row says what share of its replies
+the cap cut. A policy with random choices is played over `RANDOM_SEEDS` seeds and averaged.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from lexrl.types import Task, Trajectory
 TEACHER = "teacher"
 SHARE_BOUND = 0.6
 """A degenerate policy earning more than this share of the teacher's reward is marked."""
+RANDOM_SEEDS = 3
+"""Seeds a policy named `random*` is played with; its row is the mean over them."""
 
 
 @dataclass
@@ -45,6 +52,8 @@ class AuditRow:
     """The mean of the env's `headline_metric`, where the episodes report it."""
     headline_metric: str
     note: str = ""
+    cut: float | None = None
+    """Share of the policy's replies that the token cap cut (None when not played under one)."""
 
 
 def _mean(values: list[float]) -> float | None:
@@ -57,17 +66,30 @@ def play(
     tokenizer: PreTrainedTokenizerBase | None,
     factory: PolicyFactory,
     seed: int,
+    max_new_tokens: int | None = None,
 ) -> list[Trajectory]:
-    """One episode per task, `factory`'s teacher answering for the policy in every role."""
+    """One episode per task, `factory`'s teacher answering for the policy in every role; with
+    `max_new_tokens` (and a tokenizer) each reply cut at its call's cap."""
     rng = random.Random(seed)
     groups = run_groups(
         env,
         tasks,
         1,
-        lambda task: ScriptedPolicy(tokenizer, task.id, factory(task, rng)),
+        lambda task: ScriptedPolicy(tokenizer, task.id, factory(task, rng), max_new_tokens),
         progress=False,
     )
     return [trajectory for group in groups for trajectory in group.trajectories]
+
+
+def cut_share(trajectories: list[Trajectory], eos_token_id: int) -> float | None:
+    """Share of the policy's turns that end without the end-of-sequence token: the cap cut
+    them (None when there are none)."""
+    turns = [turn for t in trajectories for turn in t.turns if turn.trainable]
+    if not turns:
+        return None
+    return sum(
+        not turn.completion_ids or turn.completion_ids[-1] != eos_token_id for turn in turns
+    ) / len(turns)
 
 
 def score(env_name: str, metric: str, policy: str, trajectories: list[Trajectory]) -> AuditRow:
@@ -85,20 +107,50 @@ def score(env_name: str, metric: str, policy: str, trajectories: list[Trajectory
     )
 
 
+def _row(
+    name: str,
+    env: Env,
+    tasks: list[Task],
+    tokenizer: PreTrainedTokenizerBase | None,
+    policy: str,
+    factory: PolicyFactory,
+    seed: int,
+    max_new_tokens: int | None,
+) -> AuditRow:
+    """`policy`'s row: one play, or the mean over `RANDOM_SEEDS` plays for a random policy."""
+    seeds = range(seed, seed + RANDOM_SEEDS) if policy.startswith("random") else [seed]
+    trajectories = [
+        t for s in seeds for t in play(env, tasks, tokenizer, factory, s, max_new_tokens)
+    ]
+    row = score(name, env.headline_metric, policy, trajectories)
+    row.tasks = len(tasks)
+    if max_new_tokens is not None and tokenizer is not None:
+        row.cut = cut_share(trajectories, tokenizer.eos_token_id)
+    if len(seeds) > 1:
+        row.note = f"mean of {len(seeds)} seeds"
+    return row
+
+
 def audit_env(
-    name: str, env: Env, tasks: list[Task], tokenizer: PreTrainedTokenizerBase | None, seed: int = 0
+    name: str,
+    env: Env,
+    tasks: list[Task],
+    tokenizer: PreTrainedTokenizerBase | None,
+    seed: int = 0,
+    max_new_tokens: int | None = None,
 ) -> list[AuditRow]:
     """The teacher's row, then each degenerate policy's with its share of the teacher's reward.
-    An env without a scripted teacher gets its policies' rewards alone, and says so."""
-    metric = env.headline_metric
+    An env without a scripted teacher gets its policies' rewards alone, and says so. With
+    `max_new_tokens` every reply is cut at its call's cap (`play`)."""
     try:
-        teacher_row = score(name, metric, TEACHER, play(env, tasks, tokenizer, env.teacher, seed))
+        teacher_row = _row(name, env, tasks, tokenizer, TEACHER, env.teacher, seed, max_new_tokens)
     except NotImplementedError as error:
+        metric = env.headline_metric
         teacher_row = AuditRow(name, TEACHER, len(tasks), 0, None, None, None, metric, str(error))
     reference = teacher_row.mean_reward
     rows = [teacher_row]
     for policy, factory in env.degenerate_policies().items():
-        row = score(name, metric, policy, play(env, tasks, tokenizer, factory, seed))
+        row = _row(name, env, tasks, tokenizer, policy, factory, seed, max_new_tokens)
         if reference is not None and reference > 0 and row.mean_reward is not None:
             row.share = row.mean_reward / reference
         rows.append(row)
@@ -106,7 +158,11 @@ def audit_env(
 
 
 def audit(
-    env: Env, tokenizer: PreTrainedTokenizerBase | None, max_tasks: int | None, seed: int = 0
+    env: Env,
+    tokenizer: PreTrainedTokenizerBase | None,
+    max_tasks: int | None,
+    seed: int = 0,
+    max_new_tokens: int | None = None,
 ) -> list[AuditRow]:
     """Every env of `env` (each member of a mixture) on its first `max_tasks` test tasks (None:
     all of them)."""
@@ -114,12 +170,16 @@ def audit(
     rows = []
     for name, member in members.items():
         tasks = member.tasks("test")[:max_tasks]
-        rows += audit_env(name, member, tasks, tokenizer, seed)
+        rows += audit_env(name, member, tasks, tokenizer, seed, max_new_tokens)
     return rows
 
 
 def _number(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
 
 
 def _share(row: AuditRow) -> str:
@@ -134,15 +194,16 @@ def _share(row: AuditRow) -> str:
 def markdown(rows: list[AuditRow]) -> str:
     """The rows as a Markdown table; shares above `SHARE_BOUND` in bold with a warning sign."""
     lines = [
-        "| env | policy | tasks | failed | mean reward | share of teacher | headline metric |",
-        "|---|---|---:|---:|---:|---:|---|",
+        "| env | policy | tasks | failed | mean reward | share of teacher | headline metric "
+        "| replies cut |",
+        "|---|---|---:|---:|---:|---:|---|---:|",
     ]
     for row in rows:
         headline = f"{row.headline_metric} {_number(row.headline)}"
         policy = f"{row.policy} ({row.note})" if row.note else row.policy
         lines.append(
             f"| {row.env} | {policy} | {row.tasks} | {row.failed} | {_number(row.mean_reward)} "
-            f"| {_share(row)} | {headline} |"
+            f"| {_share(row)} | {headline} | {_percent(row.cut)} |"
         )
     lines.append(
         f"\nShares of the scripted teacher's mean reward; above {SHARE_BOUND:.0%} in bold (⚠)."

@@ -509,12 +509,19 @@ def _section(
 
 
 def degenerate_baselines(
-    env: Env, tasks: list[Task], tokenizer: PreTrainedTokenizerBase | None, seed: int
+    env: Env,
+    tasks: list[Task],
+    tokenizer: PreTrainedTokenizerBase | None,
+    seed: int,
+    max_new_tokens: int | None = None,
 ) -> dict[str, list[AuditRow]]:
     """Each env's degenerate policies and scripted teacher played on its evaluated tasks
-    (`lexrl.eval.audit`), by env name (a mixture's members each on their own tasks)."""
+    (`lexrl.eval.audit`), by env name (a mixture's members each on their own tasks). With a
+    tokenizer every reply is cut at the policy's own token caps, as the evaluated policy's
+    were; without one (a served model's tokenizer is not here) replies are whole."""
+    cap = max_new_tokens if tokenizer is not None else None
     return {
-        part.name: audit_env(part.name, part.env, part.tasks, tokenizer, seed)
+        part.name: audit_env(part.name, part.env, part.tasks, tokenizer, seed, cap)
         for part in env.parts(tasks, None)
     }
 
@@ -631,8 +638,9 @@ def evaluate_checkpoint(
     tasks = eval_tasks(env, config)
     degenerate = None
     if config.eval.degenerate_baselines:
-        # Scripted replies need no tokenizer: their rewards read the text alone.
-        degenerate = degenerate_baselines(env, tasks, None, config.eval.seed)
+        degenerate = degenerate_baselines(
+            env, tasks, tokenizer, config.eval.seed, config.rollout.max_new_tokens
+        )
     return evaluation_report(
         env, tasks, groups, config, policy_name(config, checkpoint), out_dir, degenerate=degenerate
     )

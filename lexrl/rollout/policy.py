@@ -147,11 +147,27 @@ Teacher = Callable[[str, Messages], str]
 
 
 class ScriptedPolicy(Policy):
-    """Answers every `chat` from `teacher(role, messages)`; turns carry log-prob 0 (not sampled). Without a tokenizer the turns keep the text
-    alone."""
+    """Answers every `chat` from `teacher(role, messages)`; turns carry log-prob 0 (not sampled).
+    Without a tokenizer the turns keep the text alone.
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase | None, task_id: str, teacher: Teacher):
+    With `max_new_tokens` set, a reply is cut at the call's token cap (the env's per-call cap,
+    else `max_new_tokens`) as a sampled one would be, and the env reads the cut text: the audit
+    then scores a scripted reply exactly as a rollout under that cap would. Without it (the
+    warm-start's demonstrations) replies are whole."""
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase | None,
+        task_id: str,
+        teacher: Teacher,
+        max_new_tokens: int | None = None,
+    ):
         super().__init__(backend=None, tokenizer=tokenizer, task_id=task_id)  # type: ignore[arg-type]
+        if max_new_tokens is not None:
+            if tokenizer is None:
+                raise ValueError("cutting scripted replies at a token cap needs a tokenizer")
+            self.max_new_tokens = max_new_tokens
+        self.cut = max_new_tokens is not None
         self.teacher = teacher
 
     async def _complete(
@@ -161,4 +177,6 @@ class ScriptedPolicy(Policy):
         if self.tokenizer is None:
             return Completion([], [], adapter_version=-1, text=text)
         ids = self._encode(text) + [self.tokenizer.eos_token_id]
+        if self.cut:
+            ids = ids[: sampling.max_new_tokens]
         return Completion(ids, [0.0] * len(ids), adapter_version=-1)

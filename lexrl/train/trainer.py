@@ -678,7 +678,9 @@ def compare_with_degenerate(
     """Print and write (`eval_vs_degenerate.json` and `.md`) the trained policy's held-out
     numbers against each env's best degenerate policy on the same tasks (`degenerate_gain`)."""
     env, config = run.env, run.config
-    baselines = degenerate_baselines(env, eval_tasks(env, config), None, config.eval.seed)
+    baselines = degenerate_baselines(
+        env, eval_tasks(env, config), run.tokenizer, config.eval.seed, config.rollout.max_new_tokens
+    )
     rows = degenerate_gain.gains(summaries, intervals, baselines, bool(env.member_envs()))
     table = degenerate_gain.markdown(rows)
     print_markdown(console, table)
