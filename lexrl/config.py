@@ -25,6 +25,7 @@ import yaml
 from draccus.argparsing import ArgumentParser
 from draccus.help_formatter import SimpleHelpFormatter
 
+from lexrl.envs.argument.options import GENERATORS as ARGUMENT_GENERATORS
 from lexrl.envs.argument.options import MISMATCHED_MODES as ARGUMENT_MISMATCHED_MODES
 from lexrl.envs.argument.options import WORKFLOWS as ARGUMENT_WORKFLOWS
 from lexrl.envs.argument.options import ArgumentEnvConfig
@@ -394,6 +395,7 @@ _CHOICES = {
     "env.argument.analyst": ("policy", "judge"),
     "env.argument.extract_factors": ("json", "llm"),
     "env.argument.mismatched": ARGUMENT_MISMATCHED_MODES,
+    "env.argument.generator": ARGUMENT_GENERATORS,
     "env.debate.dataset": DEBATE_DATASETS,
     "env.debate.protocol": DEBATE_SYSTEMS,
     "env.debate.reward_mode": DEBATE_REWARD_MODES,

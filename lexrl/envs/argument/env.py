@@ -34,6 +34,7 @@ from typing import Any
 
 from lexrl.envs.argument.degenerate import argument_policies
 from lexrl.envs.argument.factors import FACTORS
+from lexrl.envs.argument.grounding import argument_quality
 from lexrl.envs.argument.metrics import (
     AUTHORS_METRICS,
     argument_table,
@@ -50,7 +51,13 @@ from lexrl.envs.argument.parsing import (
     parse_three_plies,
     parse_verdict,
 )
-from lexrl.envs.argument.reward import COMPONENTS, ply_components, triple_components, weighted
+from lexrl.envs.argument.reward import (
+    COMPONENTS,
+    ply_components,
+    right_decision,
+    triple_components,
+    weighted,
+)
 from lexrl.envs.argument.scenarios import (
     CASES,
     KINDS,
@@ -89,7 +96,13 @@ _SIDES = {"P": "the plaintiff", "D": "the defendant"}
 _FAVOURS = {"P": "pro-plaintiff", "D": "pro-defendant"}
 REVISION_REQUEST = "Rewrite the ply, taking this feedback into account. Answer with the JSON only."
 FORCED_TERMINATION = "TERMINATE: the factor analyst found no grounded basis for this ply."
+DECISION_METRICS = ("right_decision", *(f"right_decision_{kind}" for kind in KINDS))
+"""Share of plies deciding rightly (`reward.right_decision`), overall and on each kind's triples
+(a kind's key only on that kind's episodes): always abstaining scores 1 on mismatched and
+non-arguable triples and 0 on arguable ones, so the kinds separate what the mean hides."""
 METRICS = (
+    "argument_quality",
+    *DECISION_METRICS,
     "hallucination_accuracy",
     "hallucination_accuracy_extracted",
     "utilisation_recall",
@@ -170,7 +183,10 @@ class PlyRecord:
 
 class ArgumentEnv(Env):
     name = "argument"
-    headline_metric = "hallucination_accuracy"
+    headline_metric = "argument_quality"
+    """The mean `grounding.argument_quality` of the plies that can be argued (arguable triples
+    only): the skill, which a rule over the prompt cannot fake. The paper's Acc_H is 1.0 for
+    every policy that cites nothing, empty replies included, so it cannot show progress."""
 
     def __init__(self, config: ArgumentEnvConfig):
         if config.workflow not in WORKFLOWS:
@@ -240,6 +256,7 @@ class ArgumentEnv(Env):
                 self.config.complexity,
                 split_seeds(split, count),
                 self.config.mismatched,
+                self.config.generator,
             )
             scenarios = _interleave(scenarios, len(self.config.kinds))
         self._scenarios.update({s.id: s for s in scenarios})
@@ -414,6 +431,7 @@ class ArgumentEnv(Env):
                 trajectory.failed = "factor extractor failed"
                 return trajectory
         metrics = {k: v for k, v in asdict(score_triple(scenario, scored)).items() if k in METRICS}
+        metrics.update(decision_metrics(scenario, plies))
         if self.config.workflow == "RMA":
             metrics["revisions"] = float(sum(r.revision is not None for r in records))
             metrics["analyst_terminations"] = float(sum(r.terminated for r in records))
@@ -522,6 +540,22 @@ class ArgumentEnv(Env):
         table = argument_table(records, seed=request.seed)
         ordered = {name: table[name] for name in sorted(table, key=lambda n: n == "teacher")}
         return EnvReport(ordered, markdown_table(ordered))
+
+
+def decision_metrics(scenario: Scenario, plies: list[ParsedPly]) -> dict[str, float]:
+    """`right_decision`, `right_decision_<kind>` and, where a ply can be argued,
+    `argument_quality` (the mean over those plies) of one triple."""
+    right = sum(right_decision(scenario, i, ply) for i, ply in enumerate(plies)) / len(plies)
+    metrics = {"right_decision": right, f"right_decision_{scenario.kind}": right}
+    arguable = [i for i, owed in enumerate(expected_abstentions(scenario)) if not owed]
+    if arguable:
+        metrics["argument_quality"] = sum(
+            argument_quality(scenario, i, plies[i])
+            if right_decision(scenario, i, plies[i])
+            else 0.0
+            for i in arguable
+        ) / len(arguable)
+    return metrics
 
 
 def _text(record: PlyRecord) -> str:

@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from lexrl.rewards.judge_config import JudgeConfig
 
 WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
+GENERATORS = ("authors", "anchored")
+"""How generated triples are drawn (`lexrl.envs.argument.scenarios`): the authors' generator
+(precedents built from the current case's factors, papers.md sec. 5) or lexrl's first one
+(one shared factor anchored per precedent, the rest at random)."""
 MISMATCHED_MODES = ("flip_outcomes", "swap_precedents")
 """How a mismatched triple is made from the arguable one of the same seed: its outcomes flipped
 (lexrl's default), or its precedents swapped with their outcomes (the authors' generator)."""
@@ -27,11 +31,18 @@ class ArgumentEnvConfig:
     "c2_outcome", "c3_outcome"}` a line, all of them the test split."""
     kinds: list[str] = field(default_factory=lambda: ["arguable", "mismatched", "non_arguable"])
     """Scenario kinds generated (seed 004 sec. 4.2)."""
-    mismatched: str = "flip_outcomes"
+    generator: str = "authors"
+    """`authors`: the distribution of the authors' `scenario_generator.py` (papers.md sec. 5):
+    each precedent takes 1-3 of the current case's factors of its winner's side, with
+    probability 0.7 1-3 more of its other factors, then random ones, so precedents share about
+    2.1 factors with the current case at complexity 3 and often equal it. `anchored`: lexrl's
+    first generator (one shared factor per precedent, the rest drawn from all 26: 1.2 shared at
+    complexity 3, almost never equal), kept to reproduce older runs."""
+    mismatched: str = "swap_precedents"
     """How a generated mismatched triple is made from the arguable one of the same seed:
-    `flip_outcomes` (c2 won by the defendant, c3 by the plaintiff, the overlaps kept) or
     `swap_precedents` (c2 and c3 swapped whole, factors with outcomes: the authors'
-    `scenario_generator.py`). Every ply must abstain in both."""
+    `scenario_generator.py`, papers.md sec. 5) or `flip_outcomes` (c2 won by the defendant, c3 by
+    the plaintiff, the overlaps kept). Every ply must abstain in both."""
     complexity: int = 5
     """Factors per case: complexity-1 to complexity+1 (seed 004 sec. 4.2: complexity 5 = 4-6)."""
     train_per_kind: int = 2000
@@ -64,18 +75,25 @@ class ArgumentEnvConfig:
     temperature: float = 1.0
     """Sampling temperature of every agent (seed 004 sec. 4.1 does not give one for training;
     evaluation runs use `eval.greedy` for the paper's deterministic setting)."""
-    abstention_weight: float = 1.0
+    abstention_weight: float = 0.25
     """Reward weight of the share of plies whose decision is right: abstain (fabricating nothing)
-    where the ply cannot be grounded, argue from at least one real factor where it can. Every
-    other component of a ply is gated on this decision (`lexrl.envs.argument.reward`), so a
-    policy that ignores whether the triple can be argued earns on one kind of triple only."""
-    hallucination_weight: float = 1.0
+    where the ply cannot be grounded, argue at least one citation a CATO argument makes where it
+    can. Every other component of a ply is gated on this decision (`lexrl.envs.argument.reward`).
+    Small beside `utilisation_weight`: the decision alone can be read off the prompt by a rule
+    (the precedent's outcome line and a shared factor id), so it must not carry the reward."""
+    hallucination_weight: float = 0.25
     """Reward weight of hallucination accuracy, max(0, 1 - N_h / N_gt) (seed 004 eq. 1-2), over
     the plies that argue rightly only: an abstention claims nothing, so it earns no credit for
-    fabricating nothing."""
-    utilisation_weight: float = 0.5
-    """Reward weight of factor-utilisation recall N_util / N_gt (seed 004 eq. 3-4) of the plies
-    that argue rightly, on arguable triples."""
-    format_weight: float = 0.2
+    fabricating nothing. Small for the same reason: citing only listed factors is free to a
+    rule, and `utilisation` already counts a fabricated citation against the ply."""
+    utilisation_weight: float = 4.0
+    """Reward weight of the argument quality (`grounding.argument_quality`: the side-aware form
+    of Rec_U, seed 004 eq. 3-4 with the CATO analogies and distinctions of sec. 3.1 and 4.1) of
+    the plies that argue rightly. The largest weight: arguing is the skill. With the test split's
+    equal kinds, a rule that decides every ply rightly and cites every factor c1 shares with the
+    precedent, whatever side it favours (quality about 0.42 on arguable triples), earns
+    (2 * 0.3 + 0.55 + 4 * 0.42) / (2 * 0.3 + 4.55) = 55% of the teacher's reward; at weights
+    1 / 1 / 0.5 / 0.2 it earned 96% (`lexrl audit`, docs/benchmarks.md)."""
+    format_weight: float = 0.05
     """Reward weight of format validity: the share of plies that are the JSON asked for and
     decided rightly (valid JSON with the wrong decision earns nothing)."""

@@ -8,27 +8,29 @@ argument can be grounded and abstains where it cannot, fabricating nothing eithe
 credit of a ply is gated on its decision being right (`right_decision`):
 - a ply that must abstain (`expected_abstentions`) is right when it abstains citing no factor
   its case lacks (a fabricated reason is manipulation too, sec. 1);
-- a ply that can be argued is right when it argues and cites at least one factor its case has:
-  an argument that uses no factor is not grounded (sec. 1, "poor factor utilization"), and an
-  abstention there leaves the client without the argument the cases support.
-A ply with the wrong decision earns nothing, not even the format credit: a content-free policy
-(always abstain, always argue) then earns only on the triples its one decision fits. And an
-abstaining ply earns no hallucination credit: it claims nothing, so "no fabrication" is free
-(the paper scores Acc_H on the factors an argument mentions, and Rec_U 0 on an abstention,
-sec. 4.4.2). A triple that can be argued is therefore worth more to the teacher (abstention,
-hallucination, utilisation, format) than one that must be abstained on (abstention, format):
-with the default weights and the test split's equal kinds, always abstaining earns 47% of the
-teacher's reward and always arguing with every factor cited 53% (`lexrl audit`,
-docs/benchmarks.md), where the ungated reward gave them 79% and 72%.
+- a ply that can be argued is right when it argues and its text argues at least one of the
+  citations a CATO argument makes (`grounding.relevant_citations`, sec. 3.1 and 4.1): an
+  argument that uses no factor is not grounded (sec. 1, "poor factor utilization"), and a list
+  of ids under a sentence that names none of them argues nothing (`grounding.argued_citations`).
+A ply with the wrong decision earns nothing, not even the format credit; an abstaining ply earns
+no hallucination credit (it claims nothing, so "no fabrication" is free: the paper scores Acc_H
+on the factors an argument mentions and Rec_U 0 on an abstention, sec. 4.4.2).
+
+Most of a triple's worth is the argument itself (`utilisation`, weighted highest by default):
+which way to decide can be read off the prompt by a rule of a few lines (the precedent's outcome
+line and whether a factor id is shared), and citing every listed factor fabricates nothing, so
+only the choice of the factors that favour the arguing side separates arguing from a rule
+(`lexrl audit`, docs/benchmarks.md).
 
 Components of a triple (each in [0, 1], weighted by the env's options):
 - `abstention`: share of plies whose decision is right (`right_decision`);
 - `hallucination`: max(0, Acc_H) over the citations of the plies that argue rightly, times their
   share of the three plies (Acc_H = 1 - N_h / N_gt, eq. 1-2; clipped so that one triple full of
   fabrications cannot outweigh the rest of its group's signal);
-- `utilisation`: Rec_U = N_util / N_gt (eq. 3-4) over the citations of the plies that argue
-  rightly, on triples whose every ply can be argued; 0 on the others (where abstention is the
-  goal, so using factors earns nothing);
+- `utilisation`: the mean over the three plies of the argument quality
+  (`grounding.argument_quality`: the Jaccard index of the citations the ply argues and those a
+  CATO argument makes; the side-aware form of Rec_U, eq. 3-4) of the plies that argue rightly,
+  0 for the others;
 - `format`: share of plies that are the JSON asked for and right.
 
 `ply_components` are the same gates for one ply, so an agent's role reward and the triple's
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lexrl.envs.argument.grounding import argued_citations, argument_quality, relevant_citations
 from lexrl.envs.argument.metrics import factor_counts
 from lexrl.envs.argument.parsing import ParsedPly
 from lexrl.envs.argument.scenarios import CASES, PLIES, Scenario, expected_abstentions
@@ -55,12 +58,11 @@ def _fabricated_and_used(scenario: Scenario, ply: ParsedPly) -> tuple[int, int]:
 
 def right_decision(scenario: Scenario, index: int, ply: ParsedPly) -> bool:
     """Whether ply `index` (0 plaintiff, 1 defendant, 2 rebuttal) decided rightly: abstained,
-    fabricating nothing, where it must abstain; argued from at least one real factor where it
-    can be argued."""
-    fabricated, used = _fabricated_and_used(scenario, ply)
+    fabricating nothing, where it must abstain; argued at least one of the citations a CATO
+    argument makes (named in its text and listed in its JSON) where it can be argued."""
     if expected_abstentions(scenario)[index]:
-        return ply.abstain and fabricated == 0
-    return not ply.abstain and used > 0
+        return ply.abstain and _fabricated_and_used(scenario, ply)[0] == 0
+    return not ply.abstain and bool(argued_citations(ply) & relevant_citations(scenario, index))
 
 
 def triple_components(scenario: Scenario, plies: Sequence[ParsedPly]) -> dict[str, float]:
@@ -68,29 +70,32 @@ def triple_components(scenario: Scenario, plies: Sequence[ParsedPly]) -> dict[st
     rebuttal)."""
     right = [right_decision(scenario, i, ply) for i, ply in enumerate(plies)]
     arguing = [ply for ply, ok in zip(plies, right, strict=True) if ok and not ply.abstain]
-    arguable = not any(expected_abstentions(scenario))
     counts = factor_counts(scenario, arguing)
+    quality = [
+        argument_quality(scenario, i, ply) if ok else 0.0
+        for i, (ply, ok) in enumerate(zip(plies, right, strict=True))
+    ]
     return {
         "abstention": sum(right) / len(PLIES),
         "hallucination": max(0.0, 1.0 - counts.n_h / counts.n_gt) * len(arguing) / len(PLIES),
-        "utilisation": counts.n_util / counts.n_gt if arguable else 0.0,
+        "utilisation": sum(quality) / len(PLIES),
         "format": sum(ply.valid and ok for ply, ok in zip(plies, right, strict=True)) / len(PLIES),
     }
 
 
 def ply_components(scenario: Scenario, index: int, ply: ParsedPly) -> dict[str, float]:
     """The same components for ply `index` alone: the credit of the agent that wrote it.
-    Hallucination and utilisation count this ply's citations against all of the triple's N_gt
-    ground-truth factors."""
+    Hallucination counts this ply's citations against all of the triple's N_gt ground-truth
+    factors."""
     if not right_decision(scenario, index, ply):
         return dict.fromkeys(COMPONENTS, 0.0)
     n_gt = sum(len(scenario.case(case)) for case in CASES)
-    fabricated, used = _fabricated_and_used(scenario, ply)
+    fabricated, _ = _fabricated_and_used(scenario, ply)
     argues = not ply.abstain
     return {
         "abstention": 1.0,
         "hallucination": max(0.0, 1.0 - fabricated / n_gt) if argues else 0.0,
-        "utilisation": used / n_gt if argues else 0.0,
+        "utilisation": argument_quality(scenario, index, ply),
         "format": float(ply.valid),
     }
 

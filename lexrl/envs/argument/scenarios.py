@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lexrl.envs.argument.factors import FACTORS, factor_number, normalise_factor_id
-from lexrl.envs.argument.options import MISMATCHED_MODES
+from lexrl.envs.argument.options import GENERATORS, MISMATCHED_MODES
 from lexrl.envs.data import DatasetError
 from lexrl.errors import ConfigError
 
@@ -167,26 +167,26 @@ def _sorted(ids: set[str]) -> tuple[str, ...]:
     return tuple(sorted(ids, key=factor_number))
 
 
-def generate_scenario(
-    kind: str, complexity: int, seed: int, mismatched: str = "flip_outcomes"
-) -> Scenario:
-    """The triple of `kind` drawn with `random.Random(seed)`, its definition met by construction.
+def _authors_precedent(
+    c1: set[str], side: str, size: int, rng: random.Random, all_ids: list[str]
+) -> set[str]:
+    """A precedent won by `side`, as the authors' generator builds it (papers.md sec. 5): 1-3 of
+    c1's factors favouring `side`, with probability 0.7 1-3 more of c1's other factors, then
+    random factors up to `size` (more when the factors taken from c1 already exceed it)."""
+    own = [f for f in _sorted(c1) if FACTORS[f].favors == side]
+    taken = set(rng.sample(own, min(len(own), rng.randint(1, 3))))
+    if rng.random() < 0.7:
+        others = [f for f in _sorted(c1) if f not in taken]
+        taken |= set(rng.sample(others, min(len(others), rng.randint(1, 3))))
+    rest = [f for f in all_ids if f not in taken]
+    return taken | set(rng.sample(rest, max(0, size - len(taken))))
 
-    arguable / mismatched: one pro-plaintiff factor put in c1 and c2 and one pro-defendant
-    factor put in c1 and c3, the rest of each case drawn from all factors. The two kinds take
-    the same draws, so one seed gives them the same factors with the outcomes swapped (as
-    Table 1 pairs them): they differ only in the abstention owed. With `mismatched:
-    swap_precedents` a mismatched triple is that arguable triple with c2 and c3 swapped, factors
-    and outcomes together (the authors' generator). non_arguable: c1 drawn first, c2 and c3 from
-    the factors c1 lacks.
-    """
-    if kind not in KINDS:
-        raise ValueError(f"unknown scenario kind `{kind}`; one of {', '.join(KINDS)}")
-    if mismatched not in MISMATCHED_MODES:
-        raise ConfigError(f"mismatched mode {mismatched!r} is not one of {MISMATCHED_MODES}")
-    if not 1 <= complexity <= MAX_COMPLEXITY:
-        raise ConfigError(f"complexity {complexity} is outside 1..{MAX_COMPLEXITY}")
-    rng = random.Random(seed)
+
+def _draw(
+    kind: str, complexity: int, rng: random.Random, generator: str
+) -> tuple[set[str], set[str], set[str]]:
+    """c1, the plaintiff's precedent and the defendant's precedent of an arguable (or, the same
+    draws, mismatched) or non_arguable triple."""
     all_ids = list(FACTORS)
 
     def size(at_least: int = 1) -> int:
@@ -195,20 +195,58 @@ def generate_scenario(
     if kind == "non_arguable":
         c1 = set(rng.sample(all_ids, size()))
         outside = [f for f in all_ids if f not in c1]
-        c2 = set(rng.sample(outside, size()))
-        c3 = set(rng.sample(outside, size()))
-    else:
+        return c1, set(rng.sample(outside, size())), set(rng.sample(outside, size()))
+    if generator == "anchored":
         p, d = rng.choice(_PRO["P"]), rng.choice(_PRO["D"])
         # c1 holds both anchors, so it needs two factors even at complexity 1.
         c1 = {p, d, *rng.sample([f for f in all_ids if f not in (p, d)], size(at_least=2) - 2)}
         c2 = {p, *rng.sample([f for f in all_ids if f != p], size() - 1)}
         c3 = {d, *rng.sample([f for f in all_ids if f != d], size() - 1)}
+        return c1, c2, c3
+    # The authors' c1 may lack a side's factor and their "arguable" triple then has no overlap
+    # (papers.md sec. 5); redrawing c1 until it has both sides keeps every triple what it claims.
+    c1: set[str] = set()
+    while not all(any(FACTORS[f].favors == side for f in c1) for side in "PD"):
+        c1 = set(rng.sample(all_ids, size(at_least=2)))
+    c2 = _authors_precedent(c1, "P", size(), rng, all_ids)
+    c3 = _authors_precedent(c1, "D", size(), rng, all_ids)
+    return c1, c2, c3
+
+
+def generate_scenario(
+    kind: str,
+    complexity: int,
+    seed: int,
+    mismatched: str = "swap_precedents",
+    generator: str = "authors",
+) -> Scenario:
+    """The triple of `kind` drawn with `random.Random(seed)`, its definition met by construction.
+
+    arguable / mismatched: with `generator: authors` (the default) the precedents are built from
+    the current case's factors as the authors' generator does (`_authors_precedent`); with
+    `anchored`, one pro-plaintiff factor is put in c1 and c2 and one pro-defendant factor in c1
+    and c3, the rest drawn from all factors. The two kinds take the same draws: with `mismatched:
+    swap_precedents` a mismatched triple is the arguable triple of its seed with c2 and c3
+    swapped, factors and outcomes together (the authors' generator); with `flip_outcomes` the
+    factors are kept and the outcomes swapped (as Table 1 pairs them). non_arguable: c1 drawn
+    first, c2 and c3 from the factors c1 lacks.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown scenario kind `{kind}`; one of {', '.join(KINDS)}")
+    if mismatched not in MISMATCHED_MODES:
+        raise ConfigError(f"mismatched mode {mismatched!r} is not one of {MISMATCHED_MODES}")
+    if generator not in GENERATORS:
+        raise ConfigError(f"generator {generator!r} is not one of {GENERATORS}")
+    if not 1 <= complexity <= MAX_COMPLEXITY:
+        raise ConfigError(f"complexity {complexity} is outside 1..{MAX_COMPLEXITY}")
+    c1, c2, c3 = _draw(kind, complexity, random.Random(seed), generator)
     c2_outcome, c3_outcome = _OUTCOMES[kind]
     name = kind
     if kind == "mismatched" and mismatched == "swap_precedents":
         c2, c3, name = c3, c2, "mismatched-swapped"
+    prefix = "" if generator == "authors" else f"{generator}-"
     scenario = Scenario(
-        id=f"{name}-c{complexity}-s{seed}",
+        id=f"{prefix}{name}-c{complexity}-s{seed}",
         kind=kind,
         c1=_sorted(c1),
         c2=_sorted(c2),
@@ -225,12 +263,34 @@ def generate_scenario(
 
 
 def generate_scenarios(
-    kinds: Sequence[str], complexity: int, seeds: range, mismatched: str = "flip_outcomes"
+    kinds: Sequence[str],
+    complexity: int,
+    seeds: range,
+    mismatched: str = "swap_precedents",
+    generator: str = "authors",
 ) -> list[Scenario]:
     """One triple per kind and seed, kind by kind in the order given."""
     return [
-        generate_scenario(kind, complexity, seed, mismatched) for kind in kinds for seed in seeds
+        generate_scenario(kind, complexity, seed, mismatched, generator)
+        for kind in kinds
+        for seed in seeds
     ]
+
+
+def overlap_statistics(scenarios: Sequence[Scenario]) -> dict[str, float]:
+    """How much the precedents of arguable triples overlap the current case: the mean number of
+    factors a precedent shares with c1, and the share of triples with a precedent equal to c1
+    (papers.md sec. 5 gives the authors' generator's: 2.1 and 128 of 300 at complexity 3, 3.1
+    and 58 of 300 at complexity 5)."""
+    arguable = [s for s in scenarios if s.kind == "arguable"]
+    if not arguable:
+        raise ValueError("overlap statistics need arguable triples")
+    shared = [len(set(s.c1) & set(p)) for s in arguable for p in (s.c2, s.c3)]
+    equal = [s.c2 == s.c1 or s.c3 == s.c1 for s in arguable]
+    return {
+        "shared_per_precedent": sum(shared) / len(shared),
+        "triples_with_a_precedent_equal_to_c1": sum(equal) / len(equal),
+    }
 
 
 def split_seeds(split: str, n: int) -> range:

@@ -1,19 +1,19 @@
 """A scripted expert for the 3-ply argument task: the plies, analyst verdicts and polisher reviews
-a correct arguer would write for a triple, in the replies' JSON / label formats. Its plies score
-1.0 on every metric (Rec_U on arguable triples, successful abstention on the others), which
-makes it a reference for the parsers and metrics and a source of demonstrations.
+a correct arguer would write for a triple, in the replies' JSON / label formats. Its plies earn
+the full reward (`lexrl.envs.argument.reward`) and score 1.0 on every metric it can (Rec_U
+excepted: a CATO argument cites the factors that favour its side, not every factor), which makes
+it a reference for the parsers and metrics and a source of demonstrations.
 
-The plies follow the HYPO / CATO 3-ply pattern (seed 004, sec. 4.1):
-- plaintiff: analogise c1 to c2 on their shared pro-plaintiff factors (c2 prevailed for the
-  plaintiff despite any pro-defendant factor they also share);
-- defendant: distinguish c2 (its factors c1 lacks, c1's pro-defendant factors c2 lacks), then
-  cite c3 on their shared pro-defendant factors (c3 prevailed for the defendant despite any
-  pro-plaintiff factor they also share);
-- rebuttal: distinguish c3 (its factors c1 lacks, c1's pro-plaintiff factors c3 lacks) and
-  reinforce the analogy to c2.
-Together they cite every factor of every case for that case. A ply that must abstain
-(`expected_abstentions`) is `TERMINATE: <reason>`, citing only the real factors its reason
-names.
+The plies follow the HYPO / CATO 3-ply pattern (seed 004, sec. 3.1 and 4.1) and cite exactly
+`grounding.relevant_citations`, naming each cited factor by id in their text:
+- plaintiff: analogise c1 to c2 on their shared pro-plaintiff factors;
+- defendant: distinguish c2 (its pro-plaintiff factors c1 lacks, c1's pro-defendant factors c2
+  lacks), then cite c3 on their shared pro-defendant factors;
+- rebuttal: distinguish c3 (its pro-defendant factors c1 lacks, c1's pro-plaintiff factors c3
+  lacks) and reinforce the analogy to c2.
+A ply that must abstain (`expected_abstentions`) is `TERMINATE: <reason>`, citing nothing. The
+texts are short on purpose: a rollout cuts a reply at the token cap, and a demonstration the
+policy cannot fit under its cap teaches it that only abstentions are whole JSON (issue 31).
 """
 
 from __future__ import annotations
@@ -21,159 +21,100 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from lexrl.envs.argument.factors import FACTORS, factor_number
+from lexrl.envs.argument.factors import factor_number
+from lexrl.envs.argument.grounding import Citation, relevant_citations
 from lexrl.envs.argument.parsing import ParsedPly
 from lexrl.envs.argument.scenarios import CASES, PLIES, Scenario, expected_abstentions
 
 _SIDE = {"P": "plaintiff", "D": "defendant"}
 
 
-def _named(ids: Iterable[str]) -> str:
-    """Factors as the prompts render them: F4 (Agreed-not-to-disclose) and F6 (...)."""
-    names = [f"{f} ({FACTORS[f].name})" for f in ids]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+def _ids(citations: set[Citation], case: str) -> list[str]:
+    return sorted({f for c, f in citations if c == case}, key=factor_number)
 
 
-def _factors(ids: Iterable[str], qualifier: str = "") -> str:
-    """A noun phrase: the factor F4 (...), or the pro-plaintiff factors F4 (...) and F6 (...)."""
+def _listed(ids: Iterable[str]) -> str:
     ids = list(ids)
-    noun = "factor" if len(ids) == 1 else "factors"
-    return f"the {qualifier}{' ' if qualifier else ''}{noun} {_named(ids)}"
+    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
 
 
-def _of(ids: Iterable[str], side: str) -> list[str]:
-    return [f for f in ids if FACTORS[f].favors == side]
-
-
-def _minus(a: Iterable[str], b: Iterable[str]) -> list[str]:
-    return [f for f in a if f not in b]
-
-
-def _both(a: Iterable[str], b: Iterable[str]) -> list[str]:
-    return [f for f in a if f in b]
-
-
-def _citation(**cases: Iterable[str]) -> dict[str, list[str]]:
+def _citation(citations: set[Citation]) -> dict[str, list[str]]:
     """The ply's `factors` object: every case present, ids sorted by number."""
-    return {c: sorted(set(cases.get(c, ())), key=factor_number) for c in CASES}
+    return {case: _ids(citations, case) for case in CASES}
 
 
-def _abstention_reason(s: Scenario, side: str) -> tuple[str, dict[str, list[str]]]:
-    """Why `side` ("P" with c2, "D" with c3) has no grounded argument, and the factors the reason
-    names (the shared ones, which the cases really have)."""
+def _abstention_reason(s: Scenario, side: str) -> str:
+    """Why `side` ("P" with c2, "D" with c3) has no grounded argument."""
     name, precedent = ("c2", s.c2) if side == "P" else ("c3", s.c3)
     outcome = s.c2_outcome if side == "P" else s.c3_outcome
-    shared = _both(s.c1, precedent)
-    reasons = []
     if outcome != side:
-        reasons.append(
-            f"{name} was decided for the {_SIDE[outcome]}, so it cannot support the {_SIDE[side]}"
-        )
-    if not shared:
-        reasons.append(f"c1 shares no factor with {name}")
-    elif not _of(shared, side):
-        reasons.append(
-            f"c1 shares with {name} only {_factors(shared)}, none of which favours the "
-            f"{_SIDE[side]}"
-        )
-    else:
-        # Only the outcome stands in the way; name the overlap the citations list.
-        reasons[0] = f"although c1 and {name} share {_factors(shared)}, {reasons[0]}"
-    return "; and ".join(reasons), _citation(c1=shared, **{name: shared})
+        return f"{name} was decided for the {_SIDE[outcome]}"
+    if not set(s.c1) & set(precedent):
+        return f"c1 shares no factor with {name}"
+    return f"c1 shares no {_SIDE[side]} factor with {name}"
 
 
-def _termination(reason: str, factors: dict[str, list[str]]) -> dict:
-    return {"argument": f"TERMINATE: {reason}.", "abstain": True, "factors": factors}
+def _termination(reason: str) -> dict:
+    return {"argument": f"TERMINATE: {reason}.", "abstain": True, "factors": _citation(set())}
+
+
+def _distinguished(citations: set[Citation], precedent: str) -> str:
+    """ "c2 has F2, which c1 lacks; c1 has F5, which c2 lacks." (the parts that exist)"""
+    parts = []
+    if _ids(citations, precedent):
+        parts.append(f"{precedent} has {_listed(_ids(citations, precedent))}, which c1 lacks")
+    other = [f for f in _ids(citations, "c1") if (precedent, f) not in citations]
+    if other:
+        parts.append(f"c1 has {_listed(other)}, which {precedent} lacks")
+    return f"{precedent} is distinguishable: {'; '.join(parts)}. " if parts else ""
 
 
 def _plaintiff(s: Scenario) -> dict:
-    shared = _both(s.c1, s.c2)
+    cited = relevant_citations(s, 0)
     text = (
-        "Plaintiff's argument: the current case (c1) should be decided for the plaintiff, as c2 "
-        f"was. Like c2, c1 presents {_factors(_of(shared, 'P'), 'pro-plaintiff')}."
+        f"Like c2, won by the plaintiff, c1 has {_listed(_ids(cited, 'c2'))}, "
+        "so c1 should be decided for the plaintiff."
     )
-    if _of(shared, "D"):
-        text += (
-            f" c2 was decided for the plaintiff even though it also presents "
-            f"{_factors(_of(shared, 'D'), 'pro-defendant')}, which c1 shares, so those do not "
-            "defeat the plaintiff's claim."
-        )
-    return {"argument": text, "abstain": False, "factors": _citation(c1=shared, c2=shared)}
+    return {"argument": text, "abstain": False, "factors": _citation(cited)}
 
 
-def _defendant(s: Scenario, plaintiff_argued: bool) -> dict:
-    shared = _both(s.c1, s.c3)
-    text = "Defendant's counterargument:"
-    c1_cited, c2_cited = list(shared), []
-    if plaintiff_argued:
-        c2_only, c1_pro_d = _minus(s.c2, s.c1), _minus(_of(s.c1, "D"), s.c2)
-        differences = []
-        if c2_only:
-            differences.append(f"c2 presents {_factors(c2_only)}, which c1 lacks")
-        if c1_pro_d:
-            differences.append(f"c1 presents {_factors(c1_pro_d, 'pro-defendant')}, which c2 lacks")
-        if differences:
-            text += f" c2 is distinguishable: {'; and '.join(differences)}."
-        c1_cited += c1_pro_d
-        c2_cited = c2_only
-    text += (
-        " c3, decided for the defendant, is the closer precedent: c1 and c3 share "
-        f"{_factors(_of(shared, 'D'), 'pro-defendant')}."
+def _defendant(s: Scenario) -> dict:
+    cited = relevant_citations(s, 1)
+    analogy = _ids(cited, "c3")
+    distinction = {(c, f) for c, f in cited if not (c == "c1" and f in analogy) and c != "c3"}
+    text = (
+        f"{_distinguished(distinction, 'c2')}Like c3, won by the defendant, c1 has "
+        f"{_listed(analogy)}, so c1 should be decided for the defendant."
     )
-    if _of(shared, "P"):
-        text += (
-            f" c3 was decided for the defendant even though it also presents "
-            f"{_factors(_of(shared, 'P'), 'pro-plaintiff')}, which c1 shares."
-        )
-    return {
-        "argument": text,
-        "abstain": False,
-        "factors": _citation(c1=c1_cited, c2=c2_cited, c3=shared),
-    }
+    return {"argument": text, "abstain": False, "factors": _citation(cited)}
 
 
 def _rebuttal(s: Scenario) -> dict:
-    c3_only, c1_pro_p = _minus(s.c3, s.c1), _minus(_of(s.c1, "P"), s.c3)
-    shared_p = _of(_both(s.c1, s.c2), "P")
-    differences = []
-    if c3_only:
-        differences.append(f"c3 presents {_factors(c3_only)}, which c1 lacks")
-    if c1_pro_p:
-        differences.append(f"c1 presents {_factors(c1_pro_p, 'pro-plaintiff')}, which c3 lacks")
-    text = "Plaintiff's rebuttal:"
-    if differences:
-        text += f" c3 is distinguishable: {'; and '.join(differences)}."
-    text += (
-        f" The analogy to c2 stands: c1 and c2 share {_factors(shared_p, 'pro-plaintiff')}, and "
-        "c2 was decided for the plaintiff."
-    )
-    return {
-        "argument": text,
-        "abstain": False,
-        "factors": _citation(c1=[*c1_pro_p, *shared_p], c2=shared_p, c3=c3_only),
-    }
+    cited = relevant_citations(s, 2)
+    analogy = _ids(cited, "c2")
+    distinction = {(c, f) for c, f in cited if not (c == "c1" and f in analogy) and c != "c2"}
+    text = f"{_distinguished(distinction, 'c3')}The analogy to c2 on {_listed(analogy)} stands."
+    return {"argument": text, "abstain": False, "factors": _citation(cited)}
 
 
 def teacher_plies(scenario: Scenario) -> tuple[dict, dict, dict]:
     """The expert's plaintiff, defendant and rebuttal plies (the ply JSON schema as dicts)."""
     plaintiff_abstains, defendant_abstains, rebuttal_abstains = expected_abstentions(scenario)
-    if plaintiff_abstains:
-        reason, factors = _abstention_reason(scenario, "P")
-        plaintiff = _termination(reason, factors)
-    else:
-        plaintiff = _plaintiff(scenario)
-    if defendant_abstains:
-        reason, factors = _abstention_reason(scenario, "D")
-        defendant = _termination(reason, factors)
-    else:
-        defendant = _defendant(scenario, plaintiff_argued=not plaintiff_abstains)
-    if rebuttal_abstains:
-        reason, _ = _abstention_reason(scenario, "P")
-        rebuttal = _termination(
-            f"the plaintiff has no grounded argument to reinforce: {reason}", _citation()
-        )
-    else:
-        rebuttal = _rebuttal(scenario)
+    plaintiff = (
+        _termination(_abstention_reason(scenario, "P"))
+        if plaintiff_abstains
+        else _plaintiff(scenario)
+    )
+    defendant = (
+        _termination(_abstention_reason(scenario, "D"))
+        if defendant_abstains
+        else _defendant(scenario)
+    )
+    rebuttal = (
+        _termination(f"no plaintiff's argument to reinforce: {_abstention_reason(scenario, 'P')}")
+        if rebuttal_abstains
+        else _rebuttal(scenario)
+    )
     return plaintiff, defendant, rebuttal
 
 
@@ -202,7 +143,7 @@ def correct_verdict(scenario: Scenario, ply_index: int, draft: ParsedPly) -> tup
     must_abstain = expected_abstentions(scenario)[ply_index]
     side = "D" if ply_index == 1 else "P"
     if must_abstain and not draft.abstain:
-        reason, _ = _abstention_reason(scenario, side)
+        reason = _abstention_reason(scenario, side)
         return "REQUIRES_ABSTENTION", f"The {PLIES[ply_index]} ply cannot be grounded: {reason}."
     fabricated = _fabrications(scenario, draft)
     if fabricated:
