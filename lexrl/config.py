@@ -402,6 +402,8 @@ _CHOICES = {
     "env.debate.judge": DEBATE_JUDGES,
     "env.debate.judge_aggregate": ("mean", "min"),
     "env.debate.lexam_config": ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices"),
+    "env.debate.lexam_split": (None, "course", "facts"),
+    "env.lexam.split": (None, "course", "facts"),
     "env.gdpr.live_retriever": GDPR_RETRIEVERS,
     "env.gdpr.reward": GDPR_REWARDS,
     "env.mix_weighting": ("given", "size"),
@@ -669,7 +671,9 @@ def validate(config: Config) -> Config:
     for key, choices in _CHOICES.items():
         value = _lookup(config, key)
         if value not in choices:
-            raise ConfigError(f"`{key}` is {value!r}; expected one of {', '.join(choices)}")
+            raise ConfigError(
+                f"`{key}` is {value!r}; expected one of {', '.join(map(str, choices))}"
+            )
     check_bounds(config)
     statute_eval = config.env.statute.eval
     for name in statute_eval.baselines:

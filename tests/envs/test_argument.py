@@ -59,14 +59,17 @@ def test_the_teacher_scores_100_on_every_column_through_each_workflow(workflow, 
     table = env.report(tasks, groups, ReportRequest("test", "scripted", None)).data
     for name, row in table.items():
         assert row["n"] == {"arguable": 6, "mismatched": 6, "non_arguable": 6}, name
+        # Rec_U is not among them: a CATO argument cites its side's factors, not all of them.
         cells = [
             *row["hallucination_accuracy"].values(),
-            row["utilisation_recall"],
             *row["successful_abstention"].values(),
             *row["abstention_accuracy"].values(),
         ]
         assert all(cell["mean"] == 100.0 for cell in cells), (name, cells)
     assert list(table) == [f"{workflow} (scripted)", "teacher"]
+    arguable = [g.trajectories[0] for g in groups if g.task.gold["kind"] == "arguable"]
+    assert [t.metrics["argument_quality"] for t in arguable] == [1.0] * 6
+    assert all(t.metrics["right_decision"] == 1.0 for g in groups for t in g.trajectories)
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS)
@@ -81,12 +84,18 @@ def test_the_scenario_kind_never_reaches_a_prompt(workflow, tokenizer):
 
 
 def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
-    env = small_env(workflow="MA", utilisation_weight=0.5, format_weight=0.2)
+    env = small_env(
+        workflow="MA",
+        abstention_weight=1.0,
+        hallucination_weight=1.0,
+        utilisation_weight=0.5,
+        format_weight=0.2,
+    )
     task = with_scenario(env, TABLE_1)
     plies = {
-        # cites F4 for c2 (right), F23 for c2 (c2 lacks it: one hallucination)
+        # cites F4 for c1 and c2 (the analogy), F23 for c2 (c2 lacks it: one hallucination)
         1: {
-            "argument": "c1 is like c2.",
+            "argument": "c1 is like c2 on F4 and F23.",
             "abstain": False,
             "factors": {"c1": ["F4"], "c2": ["F4", "F23"], "c3": []},
         },  # fmt: skip
@@ -106,7 +115,10 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
     trajectory, asked = play(env, task, tokenizer, respond)
     assert [role for role, _ in asked] == ["plaintiff", "defendant", "plaintiff"]
     # the defendant sees ply 1's text, the rebuttal both earlier plies
-    assert "Ply 1 (the plaintiff's argument): c1 is like c2." in asked[1][1][0]["content"]
+    assert (
+        "Ply 1 (the plaintiff's argument): c1 is like c2 on F4 and F23."
+        in asked[1][1][0]["content"]
+    )
     assert "Ply 2 (the defendant's counterargument): TERMINATE: no basis." in asked[2][1][0]["content"]  # fmt: skip
     # N_gt = 9; cited c1 {F4}, c2 {F4, F23}: N_h = 1, N_util = 2
     assert trajectory.metrics["hallucination_accuracy"] == pytest.approx(1 - 1 / 9)
@@ -114,19 +126,20 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
     assert trajectory.metrics["utilisation_recall"] == pytest.approx(2 / 9)
     assert trajectory.metrics["abstention_accuracy"] == pytest.approx(2 / 3)
     assert trajectory.metrics["format_validity"] == pytest.approx(2 / 3)
-    # The reward gates every credit on a right decision: only ply 1 argues from a real factor
-    # where it can be argued; ply 2 abstains there and ply 3 cites nothing, so both earn 0.
+    # The reward gates every credit on a right decision: only ply 1 argues the analogy where it
+    # can be argued; ply 2 abstains there and ply 3 cites nothing, so both earn 0. Ply 1's
+    # quality: 2 of the 2 analogy citations (F4 for c1 and c2), 1 outside them: (2 - 1) / 2.
     assert trajectory.components == pytest.approx(
         {
             "abstention": 1 / 3,
             "hallucination": 8 / 9 * 1 / 3,
-            "utilisation": 0.5 * 2 / 9,
+            "utilisation": 0.5 * 0.5 / 3,
             "format": 0.2 * 1 / 3,
         }  # fmt: skip
     )
-    # plaintiff: ply 1 (abstention 1, hallucination 8/9, utilisation 0.5 * 2/9, format 0.2) and
+    # plaintiff: ply 1 (abstention 1, hallucination 8/9, utilisation 0.5 * 0.5, format 0.2) and
     # ply 3 (0, 0, 0, 0); defendant: ply 2 (0, 0, 0, 0)
-    ply1 = 1 + 8 / 9 + 0.5 * 2 / 9 + 0.2
+    ply1 = 1 + 8 / 9 + 0.5 * 0.5 + 0.2
     assert trajectory.role_rewards == pytest.approx({"plaintiff": ply1 / 2, "defendant": 0.0})
 
 
@@ -246,7 +259,7 @@ def test_the_llm_extractor_path_scores_the_metrics_and_leaves_the_reward_on_the_
     tokenizer, tmp_path
 ):
     judges = [JudgeConfig("http://judge.test/v1", "extractor-model", max_retries=0)]
-    env = small_env(workflow="MA", extract_factors="llm", judges=judges)
+    env = small_env(workflow="MA", extract_factors="llm", judges=judges, hallucination_weight=1.0)
     task = with_scenario(env, TABLE_1)
     grounded = json.dumps({"argument": "c1 shares F4 with c2.", "abstain": False, "factors": {"c1": ["F4"], "c2": ["F4"], "c3": []}})  # fmt: skip
     # the extractor reads F23 into c2's list from every ply's prose: one fabricated attribution
@@ -259,4 +272,7 @@ def test_the_llm_extractor_path_scores_the_metrics_and_leaves_the_reward_on_the_
     extractor = [turn for turn in trajectory.turns if turn.role == "extractor"]
     assert len(extractor) == 3 and not any(turn.trainable for turn in extractor)
     assert trajectory.metrics["hallucination_accuracy"] == pytest.approx(1 - 1 / 9)
-    assert trajectory.components["hallucination"] == 1.0  # the reward reads the plies' JSON
+    # The reward reads the plies' JSON, which fabricates nothing: full Acc_H on the two plies that
+    # argue rightly (the plaintiff's analogy, and the rebuttal reinforcing it); the defendant's
+    # copy of the plaintiff's analogy argues the other side's case and earns nothing.
+    assert trajectory.components["hallucination"] == pytest.approx(2 / 3)

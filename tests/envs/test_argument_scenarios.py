@@ -13,10 +13,12 @@ from lexrl.envs.argument.scenarios import (
     generate_scenario,
     generate_scenarios,
     load_scenarios,
+    overlap_statistics,
     scenario_to_json,
     split_seeds,
     violations,
 )
+from lexrl.errors import ConfigError
 
 
 def _triple(kind, c1, c2, c3, c2_outcome="P", c3_outcome="D", complexity=None):
@@ -132,8 +134,9 @@ def test_generator_is_deterministic_per_seed():
     assert first == generate_scenario("arguable", 5, 123)
     assert first.id == "arguable-c5-s123" and first.seed == 123 and first.complexity == 5
     assert len({generate_scenario("arguable", 5, seed) for seed in range(50)}) == 50
-    # One seed gives arguable and mismatched the same factors, outcomes swapped (Table 1).
-    mismatched = generate_scenario("mismatched", 5, 123)
+    # One seed gives arguable and mismatched the same factors; `flip_outcomes` keeps them in
+    # place with the outcomes swapped (as Table 1 pairs them).
+    mismatched = generate_scenario("mismatched", 5, 123, mismatched="flip_outcomes")
     assert (mismatched.c1, mismatched.c2, mismatched.c3) == (first.c1, first.c2, first.c3)
     assert (mismatched.c2_outcome, mismatched.c3_outcome) == ("D", "P")
 
@@ -225,8 +228,8 @@ def test_loader_errors_name_file_line_and_field(tmp_path):
 def test_the_authors_mismatched_mode_swaps_the_precedents_whole():
     for seed in range(40):
         arguable = generate_scenario("arguable", 4, seed)
-        swapped = generate_scenario("mismatched", 4, seed, mismatched="swap_precedents")
-        flipped = generate_scenario("mismatched", 4, seed)
+        swapped = generate_scenario("mismatched", 4, seed)
+        flipped = generate_scenario("mismatched", 4, seed, mismatched="flip_outcomes")
         # The same draws: the flipped triple keeps the arguable factor sets, the swapped one
         # exchanges them between the precedents, and both lose to the side that would cite them.
         assert (flipped.c2, flipped.c3) == (arguable.c2, arguable.c3)
@@ -245,3 +248,36 @@ def test_a_swapped_triple_still_needs_its_overlaps_and_an_unknown_mode_is_refuse
     assert problem.startswith("mismatched needs c1 to share")
     with pytest.raises(ValueError, match="swap"):
         generate_scenario("mismatched", 4, 0, mismatched="swap")
+
+
+AUTHORS_OVERLAPS = {3: (2.1, 128 / 300), 5: (3.1, 58 / 300)}
+"""The authors' generator at complexity 3 and 5 (papers.md sec. 5): the mean number of factors a
+precedent shares with c1, and the share of triples with a precedent equal to c1."""
+SHARED_TOLERANCE = 0.4
+"""Factors a precedent shares, mean over 300 triples."""
+EQUAL_TOLERANCE = 0.2
+"""Share of triples with a precedent equal to c1. Wider: redrawing a c1 that lacks a side's
+factor (the authors keep it, and their "arguable" triple then has no overlap) makes small c1s
+of one factor per side, which a precedent then equals more often."""
+
+
+@pytest.mark.parametrize("complexity", [3, 5])
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_the_generator_overlaps_as_the_authors_do(complexity, split):
+    scenarios = generate_scenarios(["arguable"], complexity, split_seeds(split, 300))
+    stats = overlap_statistics(scenarios)
+    shared, equal = AUTHORS_OVERLAPS[complexity]
+    assert stats["shared_per_precedent"] == pytest.approx(shared, abs=SHARED_TOLERANCE), stats
+    assert stats["triples_with_a_precedent_equal_to_c1"] == pytest.approx(
+        equal, abs=EQUAL_TOLERANCE
+    ), stats
+
+
+def test_the_anchored_generator_is_kept_and_is_not_the_authors():
+    scenarios = generate_scenarios(["arguable"], 3, range(300), generator="anchored")
+    assert all(s.id.startswith("anchored-arguable-c3-") for s in scenarios)
+    stats = overlap_statistics(scenarios)
+    assert stats["shared_per_precedent"] < AUTHORS_OVERLAPS[3][0] - SHARED_TOLERANCE
+    assert stats["triples_with_a_precedent_equal_to_c1"] < 0.05
+    with pytest.raises(ConfigError, match="generator"):
+        generate_scenario("arguable", 3, 0, generator="authorz")

@@ -1,6 +1,6 @@
 import json
 
-from lexrl.envs.argument.factors import FACTORS
+from lexrl.envs.argument.grounding import named_factors
 from lexrl.envs.argument.metrics import score_triple
 from lexrl.envs.argument.parsing import (
     ParsedPly,
@@ -9,6 +9,7 @@ from lexrl.envs.argument.parsing import (
     parse_three_plies,
     parse_verdict,
 )
+from lexrl.envs.argument.reward import triple_components
 from lexrl.envs.argument.scenarios import KINDS, TABLE_1, Scenario, generate_scenario
 from lexrl.envs.argument.teacher import (
     teacher_plies,
@@ -33,8 +34,10 @@ def test_teacher_plies_score_perfectly_on_every_kind():
             assert score.hallucination_accuracy == 1.0, scenario
             assert score.abstention_accuracy == 1.0, scenario
             assert score.format_validity == 1.0, scenario
+            components = triple_components(scenario, parsed)
+            assert components["abstention"] == 1.0, scenario
             if kind == "arguable":
-                assert score.utilisation_recall == 1.0, scenario
+                assert components["utilisation"] == 1.0, scenario
             else:
                 assert score.successful_abstention == 1.0, scenario
 
@@ -42,18 +45,21 @@ def test_teacher_plies_score_perfectly_on_every_kind():
 def test_teacher_plies_on_table_1():
     plaintiff, defendant, rebuttal = teacher_plies(ARGUABLE)
     assert plaintiff == {
-        "argument": "Plaintiff's argument: the current case (c1) should be decided for the "
-        "plaintiff, as c2 was. Like c2, c1 presents the pro-plaintiff factor F4 "
-        "(Agreed-not-to-disclose).",
+        "argument": "Like c2, won by the plaintiff, c1 has F4, so c1 should be decided for the "
+        "plaintiff.",
         "abstain": False,
         "factors": {"c1": ["F4"], "c2": ["F4"], "c3": []},
     }
-    # Distinguish c2 (F2, F16 missing from c1; c1's pro-defendant F5, F23 missing from c2),
-    # then cite c3 on F5.
-    assert defendant["factors"] == {"c1": ["F5", "F23"], "c2": ["F2", "F16"], "c3": ["F5"]}
-    assert "F16 (Info-reverse-engineerable)" in defendant["argument"]
-    assert rebuttal["factors"] == {"c1": ["F4"], "c2": ["F4"], "c3": ["F2", "F12"]}
-    assert not rebuttal["abstain"] and rebuttal["argument"].startswith("Plaintiff's rebuttal")
+    # Distinguish c2 (its pro-plaintiff F2 missing from c1; c1's pro-defendant F5, F23 missing
+    # from c2), then cite c3 on the shared pro-defendant F5. Not F16: c2 has it and c1 lacks
+    # it, but it favours the defendant, so it does not distinguish c2's win for the plaintiff.
+    assert defendant["factors"] == {"c1": ["F5", "F23"], "c2": ["F2"], "c3": ["F5"]}
+    assert defendant["argument"].startswith("c2 is distinguishable: c2 has F2, which c1 lacks")
+    # c3 has no pro-defendant factor c1 lacks; c1's pro-plaintiff F4 is missing from c3 and
+    # is the analogy to c2. Not F2 / F12: they favour the plaintiff, so they strengthen c3's
+    # loss for the plaintiff no more than c1 does.
+    assert rebuttal["factors"] == {"c1": ["F4"], "c2": ["F4"], "c3": []}
+    assert not rebuttal["abstain"] and "analogy to c2 on F4" in rebuttal["argument"]
     single = json.loads(teacher_triple_text((plaintiff, defendant, rebuttal)))
     assert list(single) == ["plaintiff", "defendant", "rebuttal"]
 
@@ -61,10 +67,9 @@ def test_teacher_plies_on_table_1():
 def test_teacher_abstentions_give_the_reason():
     mismatched = generate_scenario("mismatched", 5, 7)
     plaintiff, defendant, rebuttal = teacher_plies(mismatched)
-    assert plaintiff["argument"].startswith("TERMINATE: although c1 and c2 share")
-    assert "c2 was decided for the defendant" in plaintiff["argument"]
-    assert "c3 was decided for the plaintiff" in defendant["argument"]
-    assert rebuttal["argument"].startswith("TERMINATE: the plaintiff has no grounded argument")
+    assert plaintiff["argument"] == "TERMINATE: c2 was decided for the defendant."
+    assert defendant["argument"] == "TERMINATE: c3 was decided for the plaintiff."
+    assert rebuttal["argument"].startswith("TERMINATE: no plaintiff's argument to reinforce")
     non_arguable = generate_scenario("non_arguable", 5, 7)
     plaintiff, defendant, _ = teacher_plies(non_arguable)
     assert plaintiff["argument"] == "TERMINATE: c1 shares no factor with c2."
@@ -72,20 +77,16 @@ def test_teacher_abstentions_give_the_reason():
     # c1 and c2 share only F5, which favours the defendant.
     only_pro_d = Scenario("x", "arguable", ("F5", "F6"), ("F5",), ("F5",), "P", "D", None)
     plaintiff, defendant, _ = teacher_plies(only_pro_d)
-    assert (
-        plaintiff["abstain"]
-        and "only the factor F5 (Agreement-not-specific)" in (plaintiff["argument"])
-    )
-    assert plaintiff["factors"] == {"c1": ["F5"], "c2": ["F5"], "c3": []}
+    assert plaintiff["abstain"]
+    assert plaintiff["argument"] == "TERMINATE: c1 shares no pro-plaintiff factor with c2."
     assert not defendant["abstain"]
 
 
-def test_argument_texts_name_factors_with_their_cato_names():
-    for seed in range(50):
-        for ply in teacher_plies(generate_scenario("arguable", 5, seed)):
-            for ids in ply["factors"].values():
-                for factor in ids:
-                    assert f"{factor} ({FACTORS[factor].name})" in ply["argument"]
+def test_argument_texts_name_every_factor_they_cite():
+    for seed in range(200):
+        for ply in teacher_plies(generate_scenario("arguable", 2 + seed % 5, seed)):
+            cited = {f for ids in ply["factors"].values() for f in ids}
+            assert cited and cited <= named_factors(ply["argument"]), ply
 
 
 def _draft(abstain=False, valid=True, error=None, **cases):

@@ -16,6 +16,7 @@ from lexrl.envs.data import DatasetError
 from lexrl.envs.debate.citations import extract_citations
 from lexrl.envs.debate.env import DebateEnv
 from lexrl.envs.debate.options import DebateEnvConfig
+from lexrl.envs.lexam.data import passages
 from lexrl.rewards.judge import JudgeClient, JudgeConfig
 from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Group, Task
@@ -190,8 +191,20 @@ def test_test_split_holds_every_system_on_the_same_questions(env):
     assert {t.meta["question_id"] for t in test[:3]} == {questions[0].id}
     train = env.tasks("train")
     assert {t.meta["system"] for t in train} == {"irac"}
-    courses = {t.meta["subject"] for t in train} & {t.meta["subject"] for t in questions}
-    assert not courses
+    # The sample's default split holds out every course in proportion, no statement on both sides.
+    assert env.lexam_split == "facts"
+    subjects = {t.meta["subject"] for t in questions}
+    assert subjects == {t.meta["subject"] for t in train}
+    statements = set().union(*(passages(t.inputs["question"]) for t in questions))
+    assert not statements & set().union(*(passages(t.inputs["question"]) for t in train))
+
+
+def test_the_course_split_holds_out_whole_courses():
+    env = DebateEnv(DebateEnvConfig(lexam_split="course"))
+    held = {t.meta["subject"] for t in env.questions("test")}
+    assert held and not held & {t.meta["subject"] for t in env.questions("train")}
+    with pytest.raises(ValueError, match="lexam_split"):
+        DebateEnv(DebateEnvConfig(lexam_split="question"))
 
 
 def test_report_counts_persuasion_on_hand_made_episodes(env, tokenizer):

@@ -80,7 +80,11 @@ def test_lexam_always_one_letter_is_right_on_that_letters_questions(letter, toke
     trajectories = play(env, tasks, tokenizer, f"always_{letter}")
     share = sum(task.gold == "ABCD".index(letter) for task in tasks) / len(tasks)
     assert sum(t.components["correct"] for t in trajectories) / len(tasks) == pytest.approx(share)
-    assert all(t.components["format"] == pytest.approx(0.2) for t in trajectories)
+    # The format credit is chance-normalised: +1 right, -1/3 wrong (4 options), times 0.2.
+    right = "ABCD".index(letter)
+    assert [t.components["format"] for t in trajectories] == pytest.approx(
+        [0.2 if task.gold == right else -0.2 / 3 for task in tasks]
+    )
 
 
 def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
@@ -90,8 +94,14 @@ def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
         owed = sum(task.gold["abstain"]) / 3
         # Only the plies that owe an abstention earn, abstention and format; an abstention
         # claims nothing, so it earns no hallucination credit, and uses no factor.
+        weights = env.weights
         assert trajectory.components == pytest.approx(
-            {"abstention": owed, "hallucination": 0.0, "utilisation": 0.0, "format": 0.2 * owed}
+            {
+                "abstention": weights["abstention"] * owed,
+                "hallucination": 0.0,
+                "utilisation": 0.0,
+                "format": weights["format"] * owed,
+            }
         )
 
 

@@ -80,13 +80,15 @@ def test_no_chunk_of_another_case_reaches_a_prompt(env, tokenizer):
     trajectory, asked = play(env, task, tokenizer, '{"rationale": "r", "answer": "Yes"}')
     prompt = tokenizer.decode(trajectory.turns[0].prompt_ids)
     own = task.inputs["case"]
+    own_chunks = [chunk for chunks in env.data.chunks[own].values() for chunk in chunks]
+    # Notices quote the same GDPR articles: a foreign chunk inside an own one proves nothing.
     foreign = [
         chunk
         for case, kinds in env.data.chunks.items()
         if case != own
         for chunks in kinds.values()
         for chunk in chunks
-        if not any(chunk in values for values in env.data.chunks[own].values())
+        if not any(chunk in own_chunk for own_chunk in own_chunks)
     ]
     assert foreign and not any(chunk in prompt for chunk in foreign)
     assert all(chunk in asked[0][1] for chunk in trajectory.outcome["context"])

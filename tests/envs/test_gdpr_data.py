@@ -5,6 +5,7 @@ import json
 import random
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import datasets
@@ -15,6 +16,7 @@ from lexrl.envs.gdpr.data import (
     AGENT_CHUNKS,
     CHUNK_TYPES,
     default_sample,
+    interleaved,
     label_counts,
     load_maslegalbench,
     prior_baseline,
@@ -23,6 +25,7 @@ from lexrl.envs.gdpr.data import (
     stats,
     to_task,
 )
+from lexrl.envs.gdpr.make_sample import sample_rows
 
 ROOT = Path(__file__).parents[2]
 RELEASE = ROOT.parent / "shared" / "data" / "maslegalbench" / "dataset"
@@ -246,12 +249,66 @@ def test_the_shipped_sample_loads():
     assert (default_sample().parent / "LICENSE_DATA").read_text().count("HKUST-KnowComp") >= 2
     data = load_maslegalbench("sample")
     result = stats(data)
-    assert result["questions"] == 132 and result["yes_no"] == 89 and result["abcd"] == 43
-    assert len(data.chunks) == 4
+    assert result["questions"] == 198 and result["yes_no"] == 104 and result["abcd"] == 94
+    assert result["labels"] == {"Yes": 52, "No": 52, "A": 16, "B": 41, "C": 28, "D": 9}
+    assert len(data.chunks) == 6
     assert all(all(chunks[t] for t in CHUNK_TYPES) for chunks in data.chunks.values())
-    assert default_sample().stat().st_size < 400_000
+    assert default_sample().stat().st_size < 450_000
     split = split_by_case(data.questions, 0.3, 0)
     assert not {q.case for q in split["train"]} & {q.case for q in split["test"]}
+
+
+def test_sample_rows_balance_each_cases_yes_no_and_keep_the_rest_in_order():
+    rows = _rows() + [
+        {"content": _question("Yes", YES_NO, f"Q{i}?"), "type": "question", "source": "a"}
+        for i in range(5)
+    ]
+    kept = sample_rows(rows, ["a", "b"], seed=0)
+    assert kept == sample_rows(rows, ["a", "b"], seed=0)
+    questions = [row for row in kept if row["type"] == "question"]
+    answers = {(row["source"], json.loads(row["content"])["correct_answer"]) for row in questions}
+    # Case a: 1 No, so 1 of its 6 Yes; case b: no No, so none of its Yes; every A-D kept.
+    assert sorted(json.loads(row["content"])["correct_answer"] for row in questions) == [
+        "A", "B", "C", "No", "Yes",
+    ]  # fmt: skip
+    assert ("b", "Yes") not in answers
+    assert [row for row in kept if row["type"] != "question"] == [
+        row for row in rows if row["type"] != "question"
+    ]
+    numbers = [row["number"] for row in questions if row["source"] == "a"]
+    assert numbers == sorted(numbers) and {2, 3, 4} <= set(numbers)
+    assert sample_rows(rows, ["b"], seed=0)[1:] == [{**rows[-6], "number": 2}]
+
+
+def test_a_rows_number_names_the_question_and_a_repeated_id_is_an_error(tmp_path):
+    rows = [{**row, "number": 10 + i} for i, row in enumerate(_rows())]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    assert [q.id for q in load_maslegalbench(str(path)).questions] == [
+        "a#15", "a#16", "a#17", "a#18", "b#20", "b#21",
+    ]  # fmt: skip
+    for number, message in ((0, "positive integer"), ("3", "positive integer"), (1, "a#1")):
+        bad = [*_rows()[:6], {**_rows()[6], "number": number}]
+        path.write_text("".join(json.dumps(row) + "\n" for row in bad), encoding="utf-8")
+        with pytest.raises(DatasetError, match=f"row 7: .*{message}"):
+            load_maslegalbench(str(path))
+
+
+def test_every_prefix_of_an_interleaved_split_mixes_cases_and_answers(tmp_path):
+    rows = [
+        {"content": _question(answer, YES_NO), "type": "question", "source": case}
+        for case in ("a", "b")
+        for answer in ["Yes"] * 10 + ["No"] * 10
+    ]
+    questions = load_maslegalbench(_save(tmp_path / "release", rows)).questions
+    ordered = interleaved(questions)
+    assert sorted(q.id for q in ordered) == sorted(q.id for q in questions)
+    for end in range(4, len(ordered) + 1, 4):
+        prefix = Counter((q.case, q.answer) for q in ordered[:end])
+        assert set(prefix.values()) == {end // 4}, end
+    split = split_by_case(questions, 0.45, 0)
+    in_row_order = [q for q in questions if q.case == split["test"][0].case]
+    assert split["test"] == interleaved(in_row_order) != in_row_order
 
 
 @needs_release
@@ -286,13 +343,20 @@ def test_the_release_split_by_case():
 
 
 @needs_release
-def test_the_script_regenerates_the_shipped_sample(tmp_path):
+def test_make_sample_regenerates_the_shipped_sample(tmp_path):
     out = tmp_path / "sample.jsonl"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "make_gdpr_sample.py"),
+        [sys.executable, "-m", "lexrl.envs.gdpr.make_sample",
          "--source", str(RELEASE), "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert out.read_bytes() == default_sample().read_bytes()
-    assert json.loads(result.stdout)["questions"] == 132
+    assert json.loads(result.stdout)["questions"] == 198
+
+
+@needs_release
+def test_the_sample_keeps_the_releases_ids_and_questions():
+    release = {q.id: q for q in load_maslegalbench(str(RELEASE)).questions}
+    for question in load_maslegalbench("sample").questions:
+        assert release[question.id] == question

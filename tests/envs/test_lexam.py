@@ -29,27 +29,43 @@ def play(env, task, tokenizer, replies):
     return asyncio.run(env.run_episode(task, policy)), asked
 
 
-def test_the_shipped_sample_splits_by_course():
+def test_the_shipped_mcq_sample_splits_by_facts_within_every_course():
     env = LexamEnv(LexamEnvConfig())
     train, test = env.tasks("train"), env.tasks("test")
     assert len(train) + len(test) == 150
-    assert not {t.meta["course"] for t in train} & {t.meta["course"] for t in test}
-    assert env.stats()["test"]["questions"] == len(test) > 0
+    assert not {t.id for t in train} & {t.id for t in test}
+    stats = env.stats()
+    assert stats["split"] == "facts" and stats["test"]["questions"] == len(test) > 0
+    assert set(stats["train"]["courses"]) == set(stats["test"]["courses"])
     with pytest.raises(ValueError, match="splits train, test"):
         env.tasks("dev")
 
 
-def test_mcq_rewards_the_last_marker_and_shapes_the_format(tokenizer):
-    env = LexamEnv(LexamEnvConfig(format_weight=0.1))
+def test_a_course_split_is_the_default_elsewhere_and_can_be_asked_for():
+    courses = [
+        {t.meta["course"] for t in env.tasks(split)}
+        for env in (open_env(), LexamEnv(LexamEnvConfig(split="course")))
+        for split in ("train", "test")
+    ]
+    assert not courses[0] & courses[1] and not courses[2] & courses[3]
+    with pytest.raises(ValueError, match="env.lexam.split"):
+        LexamEnv(LexamEnvConfig(split="question"))
+
+
+def test_mcq_rewards_the_last_marker_and_credits_the_format_beyond_chance(tokenizer):
+    env = LexamEnv(LexamEnvConfig(format_weight=0.3))
     task = env.tasks("test")[0]
     right, wrong = "ABCD"[task.gold], "ABCD"[(task.gold + 1) % 4]
     trajectory, asked = play(
         env, task, tokenizer, {"examinee": [f"###{wrong}### no, ###{right}###"]}
     )
-    assert trajectory.components == {"correct": 1.0, "format": pytest.approx(0.1)}
-    assert trajectory.reward == pytest.approx(1.1) and trajectory.metrics["accuracy"] == 1.0
+    assert trajectory.components == {"correct": 1.0, "format": pytest.approx(0.3)}
+    assert trajectory.reward == pytest.approx(1.3) and trajectory.metrics["accuracy"] == 1.0
     prompt = asked[0][1][0]["content"]
     assert task.inputs["question"] in prompt and "\nA. " in prompt and "\nD. " in prompt
+    trajectory, _ = play(env, task, tokenizer, {"examinee": [f"###{wrong}###"]})
+    assert trajectory.components == {"correct": 0.0, "format": pytest.approx(-0.1)}
+    assert trajectory.metrics == {"accuracy": 0.0, "parsed": 1.0}
     trajectory, _ = play(env, task, tokenizer, {"examinee": [f"I think {right}."]})
     assert trajectory.reward == 0.0 and trajectory.metrics["parsed"] == 0.0
 

@@ -76,10 +76,10 @@ def test_parity_parser_is_the_authors_scorer():
     ("text", "normalised", "expected"),
     [
         ("###B###", False, {"correct": 1.0, "format": 1.0}),
-        ("###C###", False, {"correct": 0.0, "format": 1.0}),
+        ("###C###", False, {"correct": 0.0, "format": -1 / 3}),
         ("B", False, {"correct": 0.0, "format": 0.0}),
         ("###B###", True, {"correct": 1.0, "format": 1.0}),
-        ("###C###", True, {"correct": -1 / 3, "format": 1.0}),
+        ("###C###", True, {"correct": -1 / 3, "format": -1 / 3}),
         ("no answer", True, {"correct": -1 / 3, "format": 0.0}),
     ],
 )
@@ -89,10 +89,14 @@ def test_mcq_reward_components(text, normalised, expected):
     )
 
 
-def test_chance_normalised_reward_is_zero_for_a_guess_in_expectation():
+@pytest.mark.parametrize("component", ["correct", "format"])
+def test_a_guess_earns_nothing_beyond_chance_in_expectation(component):
+    """Averaged over every label a guess can name, the chance-normalised `correct` and the
+    `format` credit are 0 whatever the option count: a constant letter on balanced gold labels
+    earns none of the format credit."""
     for k in (4, 8, 16, 32):
         rewards = [
-            mcq_reward(f"###{option_label(i, k)}###", 0, k, chance_normalised=True)["correct"]
+            mcq_reward(f"###{option_label(i, k)}###", 0, k, chance_normalised=True)[component]
             for i in range(k)
         ]
         assert sum(rewards) / k == pytest.approx(0.0)
@@ -101,8 +105,12 @@ def test_chance_normalised_reward_is_zero_for_a_guess_in_expectation():
 
 def test_total_weights_the_format_component():
     components = mcq_reward("###C###", gold=1, n_options=4)
-    assert total(components, format_weight=0.1) == pytest.approx(0.1)
+    assert total(components, format_weight=0.3) == pytest.approx(-0.1)
     assert total(components, format_weight=0.0) == 0.0
     assert total(mcq_reward("###B###", 1, 4), format_weight=0.5) == pytest.approx(1.5)
+    # A constant letter on four questions, one per gold letter: its accuracy 1/4 and no more
+    # (the teacher earns 1.5), where a flat credit for the marker would add the full 0.5.
+    always_a = [total(mcq_reward("###A###", gold, 4), format_weight=0.5) for gold in range(4)]
+    assert sum(always_a) / 4 == pytest.approx(0.25)
     with pytest.raises(ValueError):
         mcq_reward("###A###", gold=4, n_options=4)

@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
+from lexrl.envs.argument.env import ArgumentEnv
+from lexrl.envs.argument.options import ArgumentEnvConfig
+from lexrl.envs.base import Env
 from lexrl.envs.debate.env import DebateEnv
 from lexrl.envs.debate.options import DebateEnvConfig
 from lexrl.envs.lexam.env import LexamEnv
 from lexrl.envs.lexam.options import LexamEnvConfig
-from lexrl.eval.audit import TEACHER, AuditRow, audit, audit_env, markdown
+from lexrl.eval.audit import TEACHER, AuditRow, audit, audit_env, markdown, play
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,15 +34,24 @@ def test_shares_are_of_the_teachers_mean_reward(tokenizer):
     assert (teacher.mean_reward, teacher.share, teacher.headline) == (1.2, None, 1.0)
     right = sum(task.gold == 0 for task in tasks) / len(tasks)
     always_a = rows["always_A"]
-    assert always_a.mean_reward == pytest.approx(right + 0.2)
-    assert always_a.share == pytest.approx((right + 0.2) / 1.2)
+    # The format credit is chance-normalised: +1 right, -1/3 wrong (4 options).
+    earned = right + 0.2 * (right - (1 - right) / 3)
+    assert always_a.mean_reward == pytest.approx(earned)
+    assert always_a.share == pytest.approx(earned / 1.2)
     assert always_a.headline == pytest.approx(right)
     assert rows["empty"].mean_reward == 0.0
     assert set(rows) == {TEACHER, *env.degenerate_policies()}
 
 
+class NoTeacher(DebateEnv):
+    """The debate env as it was before it had a scripted teacher."""
+
+    def teacher(self, task, rng):
+        return Env.teacher(self, task, rng)
+
+
 def test_an_env_without_a_teacher_gets_rewards_but_no_shares(tokenizer):
-    env = DebateEnv(DebateEnvConfig())
+    env = NoTeacher(DebateEnvConfig())
     rows = audit(env, tokenizer, max_tasks=3)
     assert rows[0].policy == TEACHER and rows[0].mean_reward is None and rows[0].note
     assert all(row.share is None and row.mean_reward is not None for row in rows[1:])
@@ -52,10 +64,38 @@ def test_the_table_marks_shares_above_the_bound():
         AuditRow("argument", "always_abstain", 3, 0, 1.6, 0.8, 1.0, "accuracy"),
         AuditRow("argument", "empty", 3, 1, 1.0, 0.5, None, "accuracy"),
     ]
+    rows[0].cut = 0.25
     lines = markdown(rows).splitlines()
-    assert "| argument | always_abstain | 3 | 0 | 1.600 | **80%** ⚠ | accuracy 1.000 |" in lines
-    assert "| argument | empty | 3 | 1 | 1.000 | 50% | accuracy n/a |" in lines
-    assert "| argument | teacher | 3 | 0 | 2.000 | 100% | accuracy 1.000 |" in lines
+    assert (
+        "| argument | always_abstain | 3 | 0 | 1.600 | **80%** ⚠ | accuracy 1.000 | n/a |" in lines
+    )
+    assert "| argument | empty | 3 | 1 | 1.000 | 50% | accuracy n/a | n/a |" in lines
+    assert "| argument | teacher | 3 | 0 | 2.000 | 100% | accuracy 1.000 | 25% |" in lines
+
+
+def test_the_cap_cuts_replies_as_a_rollout_would_and_the_row_says_how_many(tokenizer):
+    env = ArgumentEnv(ArgumentEnvConfig(workflow="MA", train_per_kind=3, test_per_kind=6))
+    tasks = env.tasks("test")
+    whole = {row.policy: row for row in audit_env("argument", env, tasks, tokenizer, 0, 1024)}
+    cut = {row.policy: row for row in audit_env("argument", env, tasks, tokenizer, 0, 12)}
+    assert whole[TEACHER].cut == 0.0 and whole[TEACHER].share is None
+    # 12 tokens hold no whole JSON ply: every teacher reply is cut and earns nothing.
+    assert cut[TEACHER].cut == 1.0 and cut[TEACHER].mean_reward == 0.0
+    assert whole["empty"].cut == 0.0 and cut["echo"].cut == 1.0
+    with pytest.raises(ValueError, match="tokenizer"):
+        audit_env("argument", env, tasks, None, 0, 1024)
+
+
+def test_a_random_policy_is_averaged_over_seeds(tokenizer):
+    env = LexamEnv(LexamEnvConfig())
+    tasks = env.tasks("test")[:6]
+    (row,) = [r for r in audit_env("lexam", env, tasks, tokenizer) if r.policy == "random_letter"]
+    assert row.tasks == 6 and row.note == "mean of 3 seeds"
+    factory = env.degenerate_policies()["random_letter"]
+    plays = [play(env, tasks, tokenizer, factory, seed) for seed in range(3)]
+    rewards = [t.reward for trajectories in plays for t in trajectories]
+    assert row.mean_reward == pytest.approx(sum(rewards) / len(rewards))
+    assert len({tuple(t.reward for t in trajectories) for trajectories in plays}) > 1
 
 
 def test_the_command_audits_every_member_of_the_cpu_mixture(model_cache):
@@ -70,7 +110,8 @@ def test_the_command_audits_every_member_of_the_cpu_mixture(model_cache):
     envs = ("statute", "argument", "gdpr", "lexam")
     assert [row["env"] for row in rows if row["policy"] == TEACHER] == list(envs)
     for row in rows:
-        assert f"| {row['env']} | {row['policy']} | 2 |" in "\n".join(table)
+        policy = f"{row['policy']} ({row['note']})" if row["note"] else row["policy"]
+        assert f"| {row['env']} | {policy} | 2 |" in "\n".join(table)
         assert row["tasks"] == 2 and row["failed"] == 0
     assert {"always_abstain", "majority_label", "exit_at_once"} <= {row["policy"] for row in rows}
 

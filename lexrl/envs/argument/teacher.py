@@ -51,7 +51,7 @@ def _abstention_reason(s: Scenario, side: str) -> str:
         return f"{name} was decided for the {_SIDE[outcome]}"
     if not set(s.c1) & set(precedent):
         return f"c1 shares no factor with {name}"
-    return f"c1 shares no {_SIDE[side]} factor with {name}"
+    return f"c1 shares no pro-{_SIDE[side]} factor with {name}"
 
 
 def _termination(reason: str) -> dict:

@@ -1,7 +1,8 @@
 """Debate questions: multiple-choice (LEXam MCQ configs, US bar exam) and open-ended (Brazilian
 OAB), each turned into a Task whose `inputs` hold only what a debater or the judge may see.
 
-- `lexam`: any LEXam MCQ config through the LEXam env's loader, split by course with a seed.
+- `lexam`: any LEXam MCQ config through the LEXam env's loader, split with a seed by course or,
+  stratified by course, by groups of questions sharing a statement (`LEXAM_SPLITS`).
 - `barexam`: the `reglab/barexam_qa` schema: `prompt` (the fact pattern, often shared by several
   questions, sometimes empty), `question`, `choice_a` .. `choice_d`, `answer` (A-D), `subject`,
   optional `idx`. From the Hub (its `train` and `test` splits), a local folder whose file names
@@ -34,25 +35,26 @@ from lexrl.envs.data import (
     text_field,
 )
 from lexrl.envs.debate.citations import extract_citations
-from lexrl.envs.lexam.data import load_lexam, split_by_course
+from lexrl.envs.lexam.data import load_lexam, split_by_course, split_by_facts
 from lexrl.types import Task
 
 LETTERS = "ABCD"
+LEXAM_SPLITS = {"course": split_by_course, "facts": split_by_facts}
 
 
 def lexam_tasks(
-    source: str, config: str, language: str | None, eval_fraction: float, seed: int
+    source: str, config: str, language: str | None, eval_fraction: float, seed: int, split: str
 ) -> dict[str, list[Task]]:
-    """LEXam MCQs as debate tasks, whole courses held out (`split_by_course`)."""
+    """LEXam MCQs as debate tasks, held out by `split` (`LEXAM_SPLITS`)."""
     items = load_lexam(source, config, "test", language)
     if not items:
         raise DatasetError(f"{source}: no {language or 'any'}-language items of {config}")
-    split = split_by_course(items, eval_fraction, seed)
+    parts = LEXAM_SPLITS[split](items, eval_fraction, seed)
     return {
         name: [
             mcq_task(item.id, item.question, item.choices, item.gold, item.course) for item in part
         ]
-        for name, part in split.items()
+        for name, part in parts.items()
     }
 
 

@@ -18,13 +18,14 @@ them all on the same questions and the report puts them side by side.
 from __future__ import annotations
 
 import dataclasses
+import random
 from functools import cached_property
 from typing import Any
 
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
 from lexrl.envs.data import DatasetError
 from lexrl.envs.debate.citations import citation_scores, extract_citations
-from lexrl.envs.debate.data import barexam_tasks, lexam_tasks, oab_tasks
+from lexrl.envs.debate.data import LEXAM_SPLITS, barexam_tasks, lexam_tasks, oab_tasks
 from lexrl.envs.debate.degenerate import debate_policies
 from lexrl.envs.debate.metrics import markdown_table, mcq_system_metrics, open_system_metrics
 from lexrl.envs.debate.options import (
@@ -43,12 +44,13 @@ from lexrl.envs.debate.reward import (
     mcq_components,
 )
 from lexrl.envs.debate.rubric import RUBRIC_FORMAT, parse_rubric, rubric_messages
+from lexrl.envs.debate.teacher import mcq_teacher, open_teacher
 from lexrl.envs.degenerate import PolicyFactory
 from lexrl.envs.lexam.data import default_sample
 from lexrl.envs.lexam.reward import format_choices, option_label
 from lexrl.errors import ConfigError
 from lexrl.rewards.judge import JudgeClient, JudgeParseError, strip_thinking
-from lexrl.rollout.policy import Messages, Policy
+from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
 ROLES = ("debater_x", "debater_y", "judge")
@@ -76,6 +78,8 @@ class DebateEnv(Env):
         _choose("protocol", config.protocol, SYSTEMS)
         _choose("reward_mode", config.reward_mode, REWARD_MODES)
         _choose("judge", config.judge, JUDGES)
+        if config.lexam_split is not None:
+            _choose("lexam_split", config.lexam_split, tuple(LEXAM_SPLITS))
         for system in config.eval_systems:
             _choose("eval_systems", system, SYSTEMS)
         self.config = config
@@ -92,6 +96,9 @@ class DebateEnv(Env):
             )
         if config.judge == "external" and not config.judges:
             raise ConfigError("env.debate.judge: external needs an endpoint in env.debate.judges")
+        self.lexam_split = config.lexam_split or (
+            "facts" if config.source == "sample" else "course"
+        )
         self._tasks = self._load()
         roles = ["debater_x", "debater_y"]
         if config.judge == "policy":
@@ -146,6 +153,7 @@ class DebateEnv(Env):
                 config.language or None,
                 config.eval_fraction,
                 config.split_seed,
+                self.lexam_split,
             )
         elif config.source == "sample":
             raise DatasetError(
@@ -200,6 +208,7 @@ class DebateEnv(Env):
         return {
             "dataset": self.config.dataset,
             "source": self.config.source,
+            **({"lexam_split": self.lexam_split} if self.config.dataset == "lexam" else {}),
             **{split: {"questions": len(tasks)} for split, tasks in self._tasks.items()},
         }
 
@@ -214,6 +223,12 @@ class DebateEnv(Env):
             category = task.inputs["category"]
             return f"Question{f' ({category})' if category else ''}: {task.inputs['statement']}"
         return f"Question: {task.inputs['question']}{format_choices(task.inputs['choices'])}"
+
+    def teacher(self, task: Task, rng: random.Random) -> Teacher:
+        """The scripted debate (`teacher.py`): X argues the gold, Y another option, the judge
+        decides the gold; open-ended, the reference answer. An external judge answers for
+        itself, so the teacher plays only the roles the policy plays."""
+        return open_teacher(task) if self.open else mcq_teacher(task, rng)
 
     def degenerate_policies(self) -> dict[str, PolicyFactory]:
         return debate_policies(self.open)

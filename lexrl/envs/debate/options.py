@@ -32,10 +32,20 @@ class DebateEnvConfig:
     (options are labelled with letters; `mcq_32_choices` would need numbers)."""
     language: str = "en"
     """`dataset: lexam`: `en`, `de`, or empty for both."""
+    lexam_split: str | None = None
+    """`dataset: lexam`: how the held-out questions are chosen, as the LEXam env's `split`.
+    `course`: whole courses (`split_by_course`). `facts`: each course in proportion, whole groups
+    of questions sharing a statement or context at a time (`split_by_facts`). None: `facts` for
+    the shipped sample, `course` for any other source. The sample's English MCQs are 130 Swiss
+    Law questions and 20 of three small courses, its only course split; on those 20 the gold is
+    the first shortest option 14 times (on 32 of the 130: chance), so `lexrl audit` found the
+    content-free `shortest_option` policy earning 75% of the scripted teacher's reward there, a
+    shortcut training never rewards. Under `facts` it is right on 40 of 125 training and 6 of
+    25 test questions (`eval_fraction` 0.15, seed 0)."""
     eval_fraction: float = 0.3
-    """Share of the questions held out when the data has no test split of its own (LEXam: whole
-    courses; a single barexam file: whole fact patterns; OAB: whole questions). At most 0.5
-    (`lexrl.envs.data.split_by_group`)."""
+    """Share of the questions held out when the data has no test split of its own (LEXam: see
+    `lexam_split`; a single barexam file: whole fact patterns; OAB: whole questions). At most
+    0.5 (`lexrl.envs.data.split_by_group`)."""
     split_seed: int = 0
     """Seed of that split."""
     protocol: str = "irac"
@@ -84,7 +94,10 @@ class DebateEnvConfig:
     is not rewarded for the opening it had to take back."""
     format_weight: float = 0.0
     """Weight of the `format` component: the share of the policy's debate turns whose option
-    letter parses (MCQ). 0 is the paper's reward; a small model is helped by a little."""
+    letter parses (MCQ). 0 is the paper's reward; a small model is helped by a little. A flat
+    credit any letter earns: at 0.2 (the CPU demo) it is 1/6 of the scripted teacher's reward,
+    and `lexrl audit` finds no content-free policy above 47% of it (a constant letter, whose Y
+    repeats X's option, pays `invalid_penalty` and keeps under 20%)."""
     rubric_weight: float = 1.0
     """Open-ended: weight of the rubric judge's score, (correctness + reasoning + citations)/11."""
     citation_weight: float = 1.0

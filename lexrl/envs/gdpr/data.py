@@ -74,7 +74,8 @@ _SAMPLE = "maslegalbench.sample.jsonl"
 class Question:
     id: str
     """`<case>#<n>`: the case and the question's 1-based position among that case's questions,
-    in row order (stable as long as the release is)."""
+    in the release's row order (stable as long as the release is; the shipped sample, which
+    leaves questions out, gives each its release position)."""
     case: str
     question: str
     options: dict[str, str]
@@ -132,7 +133,8 @@ def to_task(question: Question) -> Task:
 
 
 def default_sample() -> Path:
-    """The attributed 4-case sample shipped beside this module (see `sample/README.md`)."""
+    """The attributed 6-case sample shipped beside this module, its Yes/No questions balanced
+    within each case (`sample/README.md`, `make_sample`)."""
     return Path(str(resources.files("lexrl.envs.gdpr") / "sample" / _SAMPLE))
 
 
@@ -226,6 +228,16 @@ def _options(record: dict, where: str) -> tuple[str, dict[str, str]]:
     return kind, {label: options[label].strip() for label in LABELS[kind]}
 
 
+def _number(value: object, counted: int, where: str) -> int:
+    """A question row's `number` (its position among its case's questions in the release, kept
+    by a sample that leaves questions out), or `counted`, its position in `source`, without."""
+    if value is None:
+        return counted
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DatasetError(f"{where}: `number` is not a positive integer: {value!r:.80}")
+    return value
+
+
 def _question(content: str, case: str, number: int, where: str) -> Question:
     record = _json_record(content, _QUESTION_KEYS, where)
     kind, options = _options(record, where)
@@ -250,21 +262,24 @@ def _question(content: str, case: str, number: int, where: str) -> Question:
 def load_maslegalbench(source: str) -> MasLegalBench:
     """Questions and chunks of MASLegalBench from `source`, every row validated.
 
-    `source` is `"sample"` (the 4-case sample shipped in the package, `default_sample()`), a
-    JSONL file of `{content, type, source}` rows (the sample's form), a `datasets` save_to_disk
+    `source` is `"sample"` (the 6-case sample shipped in the package, `default_sample()`), a
+    JSONL file of `{content, type, source}` rows (the sample's form; a question row may add
+    `number`, its position among its case's questions in the release, which then names it
+    instead of its position in the file), a `datasets` save_to_disk
     folder (the release's `dataset/` with its `train/` split, or the split's folder itself), or
     otherwise a Hub id loaded with `datasets.load_dataset(source, split="train")`. The release is
     the GitHub repository's `dataset/` folder (the authors' code reads it with `load_from_disk`);
     no Hub copy is known to lexrl, so a Hub id is one the user supplies. A row with an unknown
-    `type` or a malformed `content` raises DatasetError naming the source, the row (counted from
-    1) and the field.
+    `type` or a malformed `content`, or a question whose id repeats an earlier one's, raises
+    DatasetError naming the source, the row (counted from 1) and the field.
     """
     name, rows = _rows(source)
     questions: list[Question] = []
     chunks: dict[str, dict[str, list[str]]] = {}
     per_case: Counter[str] = Counter()
-    for number, row in enumerate(rows, start=1):
-        where = f"{name} row {number}"
+    ids: dict[str, int] = {}
+    for row_number, row in enumerate(rows, start=1):
+        where = f"{name} row {row_number}"
         row_type = text_field(row, "type", where)
         case = text_field(row, "source", where).strip()
         content = text_field(row, "content", where)
@@ -275,7 +290,14 @@ def load_maslegalbench(source: str) -> MasLegalBench:
         case_chunks = chunks.setdefault(case, {chunk_type: [] for chunk_type in CHUNK_TYPES})
         if row_type == "question":
             per_case[case] += 1
-            questions.append(_question(content, case, per_case[case], where))
+            number = _number(row.get("number"), per_case[case], where)
+            question = _question(content, case, number, where)
+            if question.id in ids:
+                raise DatasetError(
+                    f"{where}: question id {question.id} is also that of row {ids[question.id]}"
+                )
+            ids[question.id] = row_number
+            questions.append(question)
         elif row_type in _RECORD_KEYS:
             record = _json_record(content, _RECORD_KEYS[row_type], where)
             case_chunks[row_type].append(_render(record, where))
@@ -306,14 +328,32 @@ def split_by_case(
     0.3; never at 0.2, where it exceeds the cap), and the test set is then at least 76% that
     one notice: report per-case accuracy beside the mean. Measured on the whole release,
     eval_fraction 0.3, seed 0: train 660, test 290 (6 cases: advanced, cabinet-office,
-    clearview, marriott, mermaids, psni; 23andme in train). Within a side, questions keep their
-    order.
+    clearview, marriott, mermaids, psni; 23andme in train). Train keeps the questions' order;
+    test is `interleaved`, so that the first tasks an `eval.max_tasks` keeps are a fair slice.
     """
     if max_eval_fraction is None:
         max_eval_fraction = eval_fraction + 0.05
-    return split_by_group(
+    split = split_by_group(
         questions, lambda question: question.case, eval_fraction, seed, max_eval_fraction
     )
+    return {"train": split["train"], "test": interleaved(split["test"])}
+
+
+def interleaved(questions: Sequence[Question]) -> list[Question]:
+    """`questions` reordered so that every prefix holds about the whole's share of each case and
+    each answer: the i-th (from 0) of the n questions with one case and answer is placed at
+    (i + 1/2) / n of the way, ties in the order those groups first appear. In row order, the
+    first 30 questions of a test split are those of its first case alone, in whatever order of
+    answers the release wrote them."""
+    groups: dict[tuple[str, str], list[Question]] = {}
+    for question in questions:
+        groups.setdefault((question.case, question.answer), []).append(question)
+    placed = [
+        ((i + 0.5) / len(members), group, question)
+        for group, members in enumerate(groups.values())
+        for i, question in enumerate(members)
+    ]
+    return [question for *_, question in sorted(placed, key=lambda item: item[:2])]
 
 
 def label_counts(questions: Iterable[Question]) -> dict[str, int]:

@@ -19,10 +19,12 @@ REWARDS = ("balanced", "exact_match")
 @dataclass
 class GdprEnvConfig:
     source: str = "sample"
-    """`sample` (4 of the 15 cases, shipped with lexrl: `lexrl/envs/gdpr/sample/README.md`), the
-    whole release's `save_to_disk` folder (`../shared/data/maslegalbench/dataset` on the
-    project's machines; github HKUST-KnowComp/MASLegalBench `dataset/` elsewhere), a JSONL file
-    of `{content, type, source}` rows, or a Hub id."""
+    """`sample` (6 of the 15 cases, their Yes/No questions balanced within each case, shipped
+    with lexrl: `lexrl/envs/gdpr/sample/README.md`; eval_fraction 0.5 holds out 108 questions
+    of 3 cases, 0.3 only 63 of 2), the whole release's `save_to_disk` folder
+    (`../shared/data/maslegalbench/dataset` on the project's machines; github
+    HKUST-KnowComp/MASLegalBench `dataset/` elsewhere), a JSONL file of `{content, type,
+    source}` rows, or a Hub id."""
     eval_fraction: float = 0.3
     """Share of the questions held out, whole cases at a time (`data.split_by_case`); below 0.95,
     as test may grow 5 points past it."""
@@ -78,6 +80,6 @@ class GdprEnvConfig:
     1 on the training distribution and any policy that ignores the case (a constant label, the
     kind's majority label, a uniform guess) about 0. The paper's goal (seed 000) is reasoning
     from the case's facts and rules, measured against its random and prior (majority-label)
-    baselines; exact match pays the prior most of the way (always "Yes"/"B" is 80% of the
-    sample's test questions). `exact_match`: 1 for the right label, 0 otherwise (the paper's
-    accuracy as the reward). The `accuracy` metric is the exact match either way."""
+    baselines; exact match pays the prior most of the way (always "Yes"/"B" is right on 65% of
+    the release's questions, 47% of the balanced sample's). `exact_match`: 1 for the right
+    label, 0 otherwise (the paper's accuracy as the reward). The `accuracy` metric is the exact match either way."""

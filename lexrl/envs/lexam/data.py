@@ -15,14 +15,15 @@ following statements is/are incorrect?\ni. The scientification of law in Switzer
 19th century was most prominently promoted by Friedrich Ludwig Keller and Johann Caspar
 Bluntschli.\nii. ...\niii. ...", choices ["ii and iii", "iii", "i and iii", "i and ii"], gold 2.
 
-LEXam has no training split; `split_by_course` carves one out by course.
+LEXam has no training split: `split_by_course` carves one out by course (papers.md sec. 4), and
+`split_by_facts` one stratified by course, for a sample with too few courses to hold any out.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -45,6 +46,8 @@ CONFIGS = (*MCQ_CONFIGS, "open_question")
 LANGUAGES = ("en", "de")
 _SAMPLES = {"mcq_4_choices": "mcq_4_choices.en.jsonl", "open_question": "open_question.en.jsonl"}
 _PERTURBATION = ("MCQs_test_perturbation.xlsx",)
+# "iii. ", "b) ", "2. ": how LEXam numbers an MCQ's statements.
+_ENUMERATOR = re.compile(r"^(?:[ivxlc]+|[a-z]|[0-9]{1,2})[.)]\s+", re.IGNORECASE)
 _RELEASE_NAMES = {
     "mcq_4_choices": ("MCQs_test.xlsx",),
     "mcq_8_choices": _PERTURBATION,
@@ -289,3 +292,77 @@ def split_by_course(
     keep their input order.
     """
     return split_by_group(items, lambda item: item.course, eval_fraction, seed, max_eval_fraction)
+
+
+def passages(question: str) -> set[str]:
+    """The lines of `question` after its first, each without its enumerator ("iii. "),
+    case-folded, whitespace collapsed: an MCQ's statements and any `Context:` line. LEXam built
+    its MCQs by drawing two to five statements of one original exam question per MCQ (Fan et al.
+    2025, sec. 2.1.2), so MCQs that share such a line share that question's facts. The first line
+    is the stem and is left out: templated stems ("Which of the following statements is/are
+    correct?") are shared by unrelated questions."""
+    lines = (_ENUMERATOR.sub("", line.strip()) for line in question.split("\n")[1:])
+    return {" ".join(line.casefold().split()) for line in lines} - {""}
+
+
+def fact_groups(items: Sequence[LexamItem]) -> dict[str, str]:
+    """Each item's id -> its fact group, named by the id of the group's first item: items that
+    share a passage (`passages`), directly or through other items, are one group."""
+    order = {item.id: index for index, item in enumerate(items)}
+    parent = {item.id: item.id for item in items}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            name = parent[name]
+        return name
+
+    owner: dict[str, str] = {}
+    for item in items:
+        for passage in passages(item.question):
+            first, second = sorted(
+                (root(owner.setdefault(passage, item.id)), root(item.id)), key=order.get
+            )
+            parent[second] = first
+    return {item.id: root(item.id) for item in items}
+
+
+def split_by_facts(
+    items: list[LexamItem], eval_fraction: float, seed: int, max_eval_fraction: float = 0.5
+) -> dict[str, list[LexamItem]]:
+    """{"train", "test"} stratified by course: each course's fact groups (`fact_groups`) are
+    split as `split_by_group` splits groups, with `seed`, so both sides hold every course in
+    about the same proportion and no question, statement or context straddles the split.
+
+    Why not whole courses (papers.md sec. 4): the shipped English MCQ-4 sample is 130 questions
+    of one course (Swiss Law) and 20 of three others, so the only course split holds out those
+    20, and a cheap rule reads them differently. They are single-answer questions recast as
+    statement combinations, so their answer is mostly a single statement: the shortest option is
+    right on 14 of the 20 (0.70) but on 32 of the 130 Swiss Law questions (0.25). Evaluated
+    there, a policy would be scored on a shortcut its training never rewarded. Stratified by
+    course, the shortest option is right on 0.31 of train and 0.30 of test (seed 0,
+    `eval_fraction` 0.3; 0.26-0.33 of test over seeds 0-5).
+
+    What leaks: test questions share their course, exam, year and question templates with
+    training questions, so a held-out score measures unseen questions, not an unseen course.
+    What does not: the truth of a statement. The 2019 Swiss Law exam reuses its statements
+    across MCQs (95 of its 130 questions are linked by shared statements), so a split by
+    question would test statements trained on; that group exceeds `max_eval_fraction` of its
+    course and stays in train, and the course's test questions come from its 18 other groups
+    (all 35 of their questions at `eval_fraction` 0.3: there only the other courses' questions
+    vary with the seed).
+    """
+    groups = fact_groups(items)
+    course: dict[str, str] = {}
+    for item in items:
+        course.setdefault(groups[item.id], item.course)
+    held: set[str] = set()
+    for name in sorted(set(course.values())):
+        stratum = [item for item in items if course[groups[item.id]] == name]
+        part = split_by_group(
+            stratum, lambda item: groups[item.id], eval_fraction, seed, max_eval_fraction
+        )
+        held.update(item.id for item in part["test"])
+    return {
+        "train": [item for item in items if item.id not in held],
+        "test": [item for item in items if item.id in held],
+    }

@@ -21,7 +21,14 @@ from typing import Any
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
 from lexrl.envs.data import DatasetError
 from lexrl.envs.degenerate import PolicyFactory
-from lexrl.envs.lexam.data import default_sample, load_lexam, split_by_course, to_task
+from lexrl.envs.lexam.data import (
+    MCQ_CONFIGS,
+    default_sample,
+    load_lexam,
+    split_by_course,
+    split_by_facts,
+    to_task,
+)
 from lexrl.envs.lexam.degenerate import lexam_policies
 from lexrl.envs.lexam.metrics import markdown_breakdown, mcq_metrics, mcq_record, open_metrics
 from lexrl.envs.lexam.options import LexamEnvConfig
@@ -44,6 +51,7 @@ from lexrl.types import Group, Task, Trajectory
 
 WORKFLOWS = ("single", "draft_review")
 PROMPTS = ("paper", "brief")
+SPLITS = {"course": split_by_course, "facts": split_by_facts}
 
 
 def load_prompt(name: str) -> str:
@@ -62,6 +70,10 @@ class LexamEnv(Env):
             raise ConfigError(
                 f"env.lexam.prompt: {config.prompt!r} is not one of {', '.join(PROMPTS)}"
             )
+        if config.split not in (None, *SPLITS):
+            raise ConfigError(
+                f"env.lexam.split: {config.split!r} is not one of {', '.join(SPLITS)}"
+            )
         if config.judge_aggregate not in ("min", "mean"):
             raise ConfigError(f"env.lexam.judge_aggregate: {config.judge_aggregate!r}: min or mean")
         self.config = config
@@ -73,7 +85,10 @@ class LexamEnv(Env):
                 f"env.lexam: no {config.language or 'any'}-language items of {config.config} in "
                 f"{source}"
             )
-        split = split_by_course(items, config.eval_fraction, config.split_seed)
+        self.split_rule = config.split or (
+            "facts" if config.source == "sample" and config.config in MCQ_CONFIGS else "course"
+        )
+        split = SPLITS[self.split_rule](items, config.eval_fraction, config.split_seed)
         self._tasks = {name: [to_task(item) for item in part] for name, part in split.items()}
         self.source = source
         roles = ["examinee"]
@@ -125,7 +140,11 @@ class LexamEnv(Env):
         return texts
 
     def stats(self) -> dict[str, Any]:
-        stats: dict[str, Any] = {"source": self.source, "config": self.config.config}
+        stats: dict[str, Any] = {
+            "source": self.source,
+            "config": self.config.config,
+            "split": self.split_rule,
+        }
         for split, tasks in self._tasks.items():
             courses: dict[str, int] = {}
             for task in tasks:
@@ -227,7 +246,10 @@ class LexamEnv(Env):
         n_options = task.meta["n_options"]
         components = mcq_reward(answer, task.gold, n_options, self.config.chance_normalised)
         predicted = parse_mcq_answer(answer, n_options)
-        metrics = {"accuracy": float(predicted == task.gold), "parsed": components["format"]}
+        metrics = {
+            "accuracy": float(predicted == task.gold),
+            "parsed": float(predicted is not None),
+        }
         if self.config.workflow == "draft_review":
             metrics["draft_accuracy"] = float(parse_mcq_answer(draft, n_options) == task.gold)
         weighted = {

@@ -20,11 +20,18 @@ class LexamEnvConfig:
     language: str = "en"
     """`en`, `de`, or empty for both."""
     eval_fraction: float = 0.3
-    """Share of the questions held out for evaluation. LEXam has no training split, so whole
-    groups of courses go to `test` (papers.md sec. 4: carve by course, never by question). At
-    most 0.5 (`lexrl.envs.data.split_by_group`)."""
+    """Share of the questions held out for evaluation (LEXam has no training split; `split` says
+    how it is carved out). At most 0.5 (`lexrl.envs.data.split_by_group`)."""
+    split: str | None = None
+    """How the held-out questions are chosen. `course`: whole courses (papers.md sec. 4: carve
+    by course, never by question; `split_by_course`). `facts`: each course in proportion, whole
+    groups of questions that share a statement or context at a time (`split_by_facts`). None:
+    `facts` for the shipped MCQ sample, whose English questions are 130 of one course and 20
+    of three others with a different answer shape (the shortest option right on 0.70 of them,
+    on 0.25 of the 130), so no course split can be held out like the training questions;
+    `course` for any other source, the shipped open questions (14 courses) included."""
     split_seed: int = 0
-    """Seed of the course split: the same seed gives the same held-out courses."""
+    """Seed of the split: the same seed gives the same held-out questions."""
     workflow: str = "single"
     """`single`: the paper's examinee answers. `draft_review`: the policy drafts an answer, then
     reviews its draft as the `reviewer` role and gives the final answer (two agents, one
@@ -41,9 +48,12 @@ class LexamEnvConfig:
     text the policy never gets to write, and the longest row sets the length of every padded
     warm-start batch it lands in."""
     format_weight: float = 0.0
-    """Weight of the `format` reward component (1 when a `###X###` answer parses). 0 is the
-    paper's reward (accuracy alone); a small model that never writes the marker gets no signal
-    from it, so the CPU demo shapes it (docs/benchmarks.md)."""
+    """Weight of the MCQ `format` reward component: for a reply with a `###X###` marker, the
+    marked answer's chance-normalised accuracy (1 right, -1/(k-1) wrong among k options), 0
+    without a marker (`lexam.reward.mcq_reward`). 0 is the paper's reward, accuracy alone
+    (papers.md sec. 4). A guess earns 0 from the component in expectation, so a constant letter
+    cannot live on it: at weight 0.5 it earns 1/6 of the teacher's reward on balanced gold
+    letters, where a flat credit for any marker paid it half (docs/benchmarks.md)."""
     chance_normalised: bool = False
     """MCQ `correct` as (acc - 1/k) / (1 - 1/k), k the number of options (papers.md sec. 4),
     so questions with different option counts weigh alike."""

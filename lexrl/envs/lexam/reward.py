@@ -2,7 +2,9 @@
 
 The examinee ends its reply with `Correct Answer: ###C###`; the LAST valid marker is its answer
 and a reply without one is wrong. The env's reward is `total(components, format_weight)`:
-`correct + format_weight * format`, so a weight of 0 logs the format rate without rewarding it.
+`correct + format_weight * format`, where `format` pays a marked answer only as far as it beats a
+guess (`mcq_reward`), so a constant letter cannot live on it; a weight of 0 is the paper's
+accuracy alone.
 """
 
 from __future__ import annotations
@@ -76,21 +78,32 @@ def mcq_reward(
 ) -> dict[str, float]:
     """Named reward components of one reply.
 
-    `correct`: 1.0 when the parsed answer is `gold`, else 0.0 (no answer is wrong). With
-    `chance_normalised`, (acc - 1/k) / (1 - 1/k) for k = `n_options`: 1 when right, -1/(k-1)
-    when wrong, so guessing earns 0 in expectation whatever the option count (for mixing
-    mcq_4 .. mcq_32 in one run). `format`: 1.0 when a valid answer marker parsed, else 0.0.
+    `correct`: the paper's accuracy, 1.0 when the parsed answer is `gold`, else 0.0 (no marker
+    is wrong; papers.md sec. 4). With `chance_normalised`, (acc - 1/k) / (1 - 1/k) for k =
+    `n_options`: 1 when right, -1/(k-1) when wrong, so guessing earns 0 in expectation whatever
+    the option count (for mixing mcq_4 .. mcq_32 in one run).
+
+    `format`: the marked answer's chance-normalised accuracy, 1.0 when right and -1/(k-1) when
+    wrong; 0.0 without a marker. A flat credit for any marker paid a constant letter
+    `format_weight` on every question: on the CPU demo (weight 0.5) half the teacher's reward,
+    and the demo's GRPO runs settled on one letter (docs/benchmarks.md). LEXam balances the gold
+    labels by permutation, so a random predictor's accuracy is 1/k (Fan et al. 2025, sec. 3.2,
+    "Evaluation Metric"; seed 003); a guess, constant or random, thus earns 0 from `format` in
+    expectation and only an answer better than chance earns it. Writing the marker at all is
+    paid by `correct`, as in the paper.
     """
     if n_options < 2 or not 0 <= gold < n_options:
         raise ValueError(f"gold {gold} / n_options {n_options}: need 0 <= gold < n_options, n >= 2")
     predicted = parse_mcq_answer(text, n_options)
-    correct = float(predicted == gold)
-    if chance_normalised:
-        chance = 1.0 / n_options
-        correct = (correct - chance) / (1.0 - chance)
-    return {"correct": correct, "format": float(predicted is not None)}
+    right = float(predicted == gold)
+    chance = 1.0 / n_options
+    beyond_chance = (right - chance) / (1.0 - chance)
+    return {
+        "correct": beyond_chance if chance_normalised else right,
+        "format": 0.0 if predicted is None else beyond_chance,
+    }
 
 
 def total(components: Mapping[str, float], format_weight: float) -> float:
-    """The env's scalar reward: `correct + format_weight * format`."""
+    """The env's scalar reward: `correct + format_weight * format` (`mcq_reward`)."""
     return components["correct"] + format_weight * components["format"]
