@@ -395,5 +395,5 @@ def test_env_stats_take_options_without_a_config_file():
     result = run_lexrl("envs", "gdpr", "--stats", "--env.gdpr.split_seed", "3")
     assert result.returncode == 0, result.stderr[-3000:]
     stats = json.loads(result.stdout)
-    assert stats["questions"] == 132 and stats["yes_no"] + stats["abcd"] == 132
+    assert stats["questions"] == 198 and stats["yes_no"] + stats["abcd"] == 198
     assert 0 < stats["random_baseline"] < stats["prior_baseline"] < 1

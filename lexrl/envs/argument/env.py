@@ -117,12 +117,15 @@ def load_prompt(name: str) -> str:
     return prompt_text("lexrl.envs.argument", name)
 
 
-def render_cases(inputs: dict[str, Any]) -> str:
-    """The three cases as the agents see them: factor id, name and the side it favours, and
-    each precedent's outcome."""
+def render_cases(inputs: dict[str, Any], names: bool = True) -> str:
+    """The three cases as the agents see them: factor id, name (unless `names` is false) and
+    the side it favours, and each precedent's outcome."""
 
     def factors(ids: list[str]) -> str:
-        return "; ".join(f"{f} {FACTORS[f].name} ({_FAVOURS[FACTORS[f].favors]})" for f in ids)
+        return "; ".join(
+            f"{f}{' ' + FACTORS[f].name if names else ''} ({_FAVOURS[FACTORS[f].favors]})"
+            for f in ids
+        )
 
     return (
         f"c1 (current case, undecided): {factors(inputs['c1'])}\n"
@@ -292,7 +295,7 @@ class ArgumentEnv(Env):
         texts = list(self.prompts.values())
         for task in self._tasks["train"][:300] + self._tasks["test"]:
             scenario = self.scenario(task)
-            texts.append(render_cases(task.inputs))
+            texts.append(render_cases(task.inputs, self.config.factor_names))
             texts += [teacher_text(ply) for ply in teacher_plies(scenario)]
         return texts
 
@@ -304,7 +307,7 @@ class ArgumentEnv(Env):
 
     def ply_message(self, task: Task, index: int, earlier: list[PlyRecord]) -> str:
         """The user message of ply `index`: the cases, the earlier plies' texts, the request."""
-        parts = [render_cases(task.inputs)]
+        parts = [render_cases(task.inputs, self.config.factor_names)]
         for record in earlier:
             parts.append(f"Ply {record.index + 1} ({PLY_TITLES[record.index]}): {_text(record)}")
         parts.append(f"Write ply {index + 1} of 3: {PLY_TITLES[index]}.")
@@ -327,7 +330,7 @@ class ArgumentEnv(Env):
         text = await policy.chat(
             "single",
             prompt,
-            render_cases(task.inputs),
+            render_cases(task.inputs, self.config.factor_names),
             temperature=self.config.temperature,
             max_new_tokens=3 * (self._cap or policy.max_new_tokens),
         )
@@ -352,8 +355,8 @@ class ArgumentEnv(Env):
         scenario = self.scenario(task)
         record.correct_verdict = correct_verdict(scenario, index, record.final)[0]
         review_message = (
-            f"{render_cases(task.inputs)}\n\nDraft of ply {index + 1} ({PLY_TITLES[index]}):\n"
-            f"{draft}"
+            f"{render_cases(task.inputs, self.config.factor_names)}\n\n"
+            f"Draft of ply {index + 1} ({PLY_TITLES[index]}):\n{draft}"
         )
         verdict = await self._review(policy, "analyst", review_message, strict_verdict)
         if verdict is None:

@@ -43,6 +43,11 @@ class ArgumentEnvConfig:
     `swap_precedents` (c2 and c3 swapped whole, factors with outcomes: the authors'
     `scenario_generator.py`, papers.md sec. 5) or `flip_outcomes` (c2 won by the defendant, c3 by
     the plaintiff, the overlaps kept). Every ply must abstain in both."""
+    factor_names: bool = True
+    """Render each factor in the prompt with its CATO name, "F4 Agreed-not-to-disclose
+    (pro-plaintiff)" (the paper's prompt, seed 004 Table 1), or by id and side alone, "F4
+    (pro-plaintiff)": a prompt a third as long, in which a small model can find the factors two
+    cases share (the CPU demo's 2-layer model does not learn it through the names)."""
     complexity: int = 5
     """Factors per case: complexity-1 to complexity+1 (seed 004 sec. 4.2: complexity 5 = 4-6)."""
     train_per_kind: int = 2000
