@@ -1,0 +1,132 @@
+"""What a ply should cite (the CATO analogies and distinctions of its side) and what its text
+argues (factors named by id or name): `lexrl.envs.argument.grounding`, and the reward and the
+degenerate rules built on it."""
+
+import json
+import random
+
+import pytest
+
+from lexrl.envs.argument.degenerate import argument_policies, read_cases
+from lexrl.envs.argument.env import ArgumentEnv, render_cases, to_task
+from lexrl.envs.argument.grounding import (
+    argued_citations,
+    argument_quality,
+    named_factors,
+    relevant_citations,
+)
+from lexrl.envs.argument.options import ArgumentEnvConfig
+from lexrl.envs.argument.parsing import ParsedPly, parse_ply
+from lexrl.envs.argument.reward import ply_components, right_decision, triple_components
+from lexrl.envs.argument.scenarios import TABLE_1, generate_scenario
+
+# Table 1: c1 = F4 (P), F5 (D), F23 (D); c2, won by the plaintiff = F2 (P), F4 (P), F16 (D);
+# c3, won by the defendant = F2 (P), F5 (D), F12 (P).
+
+
+def ply(argument, abstain=False, **cases):
+    factors = {case: tuple(cases.get(case, ())) for case in ("c1", "c2", "c3")}
+    return ParsedPly(argument, abstain, factors, valid=True)
+
+
+def test_named_factors_reads_ids_and_cato_names():
+    text = "c1 has f 4 and F05; like c2 it shows agreed not-to-disclose, and Security-measures."
+    assert named_factors(text) == {"F4", "F5", "F6"}
+    assert named_factors("F99 is cited, F4x is not a factor id") == {"F99"}
+    assert named_factors("The cases share relevant factors.") == set()
+
+
+def test_relevant_citations_follow_the_sides_on_table_1():
+    assert relevant_citations(TABLE_1, 0) == {("c1", "F4"), ("c2", "F4")}
+    # c2 distinguished by its pro-plaintiff F2 (not F16: it favours the defendant) and c1's
+    # pro-defendant F5, F23; c3 cited on the shared pro-defendant F5.
+    assert relevant_citations(TABLE_1, 1) == {
+        ("c2", "F2"),
+        ("c1", "F5"),
+        ("c1", "F23"),
+        ("c3", "F5"),
+    }
+    assert relevant_citations(TABLE_1, 2) == {("c1", "F4"), ("c2", "F4")}
+    mismatched = generate_scenario("mismatched", 3, 5)
+    assert [relevant_citations(mismatched, i) for i in range(3)] == [set(), set(), set()]
+
+
+def test_a_fixed_sentence_above_every_factor_earns_no_utilisation():
+    every = {case: TABLE_1.case(case) for case in ("c1", "c2", "c3")}
+    fixed = ply("The precedents support this side's position.", **every)
+    assert argued_citations(fixed) == set()
+    assert argument_quality(TABLE_1, 0, fixed) == 0.0
+    # Not grounded either: the decision to argue is wrong, so the ply earns nothing at all.
+    assert not right_decision(TABLE_1, 0, fixed)
+    assert ply_components(TABLE_1, 0, fixed) == dict.fromkeys(ply_components(TABLE_1, 0, fixed), 0)
+    named = ply("Cited: F2, F4, F5, F12, F16, F23.", **every)
+    # Named, every factor is argued: 2 citations right, 7 outside the analogy cancel them.
+    assert len(argued_citations(named)) == 9
+    assert argument_quality(TABLE_1, 0, named) == 0.0
+
+
+def test_the_other_sides_shared_factor_costs_the_argument():
+    analogy = ply("Like c2, c1 has F4.", c1=["F4"], c2=["F4"])
+    assert argument_quality(TABLE_1, 0, analogy) == 1.0
+    # F16 is in c2 and favours the defendant: citing it for the plaintiff cancels one citation.
+    both = ply("Like c2, c1 has F4; c2 has F16.", c1=["F4"], c2=["F4", "F16"])
+    assert argument_quality(TABLE_1, 0, both) == pytest.approx((2 - 1) / 2)
+    # Named in the JSON only: F16 is not argued, so it neither counts nor costs.
+    listed_only = ply("Like c2, c1 has F4.", c1=["F4"], c2=["F4", "F16"])
+    assert argument_quality(TABLE_1, 0, listed_only) == 1.0
+    assert argument_quality(TABLE_1, 0, ply("TERMINATE: no.", abstain=True)) == 0.0
+
+
+def test_the_teachers_triple_earns_full_utilisation_and_a_dump_earns_little():
+    env = ArgumentEnv(ArgumentEnvConfig(train_per_kind=1, test_per_kind=1))
+    task = to_task(TABLE_1)
+    env._scenarios[TABLE_1.id] = TABLE_1
+    teacher = env.teacher(task, random.Random(0))
+    prompt = render_cases(task.inputs)
+    plies = [
+        parse_ply(teacher(role, [{"role": "user", "content": f"{prompt}\n\nWrite ply {i} of 3"}]))
+        for i, role in ((1, "plaintiff"), (2, "defendant"), (3, "plaintiff"))
+    ]
+    assert triple_components(TABLE_1, plies)["utilisation"] == 1.0
+    dump = argument_policies()["rule_naming_every_factor"](task, random.Random(0))
+    dumped = [
+        parse_ply(dump(role, [{"role": "user", "content": f"{prompt}\n\nWrite ply {i} of 3"}]))
+        for i, role in ((1, "plaintiff"), (2, "defendant"), (3, "plaintiff"))
+    ]
+    assert [right_decision(TABLE_1, i, p) for i, p in enumerate(dumped)] == [True] * 3
+    assert triple_components(TABLE_1, dumped)["utilisation"] < 0.2
+
+
+@pytest.mark.parametrize("names", [True, False])
+def test_the_rules_read_the_cases_as_the_prompt_prints_them(names):
+    prompt = render_cases(to_task(TABLE_1).inputs, names)
+    factors, winners = read_cases(prompt)
+    assert factors == {"c1": list(TABLE_1.c1), "c2": list(TABLE_1.c2), "c3": list(TABLE_1.c3)}
+    assert winners == {"c2": "plaintiff", "c3": "defendant"}
+
+
+def test_each_rule_decides_and_cites_as_its_name_says():
+    mismatched = generate_scenario("mismatched", 3, 5, mismatched="flip_outcomes")
+    policies = argument_policies()
+    for scenario, argues in ((TABLE_1, True), (mismatched, False)):
+        task = to_task(scenario)
+        prompt = render_cases(task.inputs)
+        message = [{"role": "user", "content": f"{prompt}\n\nWrite ply 1 of 3"}]
+        rule = json.loads(
+            policies["rule_naming_shared_factors"](task, random.Random(0))("plaintiff", message)
+        )
+        outcome = json.loads(
+            policies["outcome_only_naming_every_factor"](task, random.Random(0))(
+                "plaintiff", message
+            )
+        )
+        assert rule["abstain"] is not argues and outcome["abstain"] is not argues
+        if argues:
+            shared = [f for f in TABLE_1.c1 if f in TABLE_1.c2]
+            assert rule["factors"] == {"c1": shared, "c2": shared, "c3": []}
+            assert named_factors(rule["argument"]) == set(shared)
+            assert outcome["factors"]["c3"] == list(TABLE_1.c3)
+    fixed = policies["rule_fixed_sentence_every_factor"](to_task(TABLE_1), random.Random(0))
+    reply = json.loads(fixed("single", render_cases(to_task(TABLE_1).inputs)))
+    assert list(reply) == ["plaintiff", "defendant", "rebuttal"]
+    assert all(named_factors(p["argument"]) == set() for p in reply.values())
