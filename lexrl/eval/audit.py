@@ -131,6 +131,20 @@ def _row(
     return row
 
 
+def teachable(env: Env, tasks: list[Task]) -> list[Task]:
+    """The tasks `env`'s scripted teacher can play (an env may have none, or lack one for some
+    systems: the gdpr env's live form)."""
+    rng = random.Random(0)
+    out = []
+    for task in tasks:
+        try:
+            env.teacher(task, rng)
+        except NotImplementedError:
+            continue
+        out.append(task)
+    return out
+
+
 def audit_env(
     name: str,
     env: Env,
@@ -139,21 +153,33 @@ def audit_env(
     seed: int = 0,
     max_new_tokens: int | None = None,
 ) -> list[AuditRow]:
-    """The teacher's row, then each degenerate policy's with its share of the teacher's reward.
-    An env without a scripted teacher gets its policies' rewards alone, and says so. With
-    `max_new_tokens` every reply is cut at its call's cap (`play`)."""
-    try:
-        teacher_row = _row(name, env, tasks, tokenizer, TEACHER, env.teacher, seed, max_new_tokens)
-    except NotImplementedError as error:
+    """The teacher's row, then each degenerate policy's with its share of the teacher's reward,
+    all on the tasks the teacher can play (the teacher row's note says so when that is not all
+    of them). An env without a scripted teacher gets its policies' rewards on every task alone, and
+    says so. With `max_new_tokens` every reply is cut at its call's cap (`play`)."""
+    scored = teachable(env, tasks)
+    note = ""
+    if scored and len(scored) < len(tasks):
+        note = f"plays {len(scored)} of {len(tasks)} tasks; every row is on those"
+    if scored:
+        teacher_row = _row(name, env, scored, tokenizer, TEACHER, env.teacher, seed, max_new_tokens)
+    else:
+        scored = tasks
+        try:
+            env.teacher(tasks[0], random.Random(seed))
+            message = "no task to play"
+        except NotImplementedError as error:
+            message = str(error)
         metric = env.headline_metric
-        teacher_row = AuditRow(name, TEACHER, len(tasks), 0, None, None, None, metric, str(error))
+        teacher_row = AuditRow(name, TEACHER, len(tasks), 0, None, None, None, metric, message)
     reference = teacher_row.mean_reward
     rows = [teacher_row]
     for policy, factory in env.degenerate_policies().items():
-        row = _row(name, env, tasks, tokenizer, policy, factory, seed, max_new_tokens)
+        row = _row(name, env, scored, tokenizer, policy, factory, seed, max_new_tokens)
         if reference is not None and reference > 0 and row.mean_reward is not None:
             row.share = row.mean_reward / reference
         rows.append(row)
+    teacher_row.note = teacher_row.note or note
     return rows
 
 

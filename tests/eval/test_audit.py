@@ -14,9 +14,11 @@ from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.base import Env
 from lexrl.envs.debate.env import DebateEnv
 from lexrl.envs.debate.options import DebateEnvConfig
+from lexrl.envs.gdpr.env import GdprEnv
+from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.lexam.env import LexamEnv
 from lexrl.envs.lexam.options import LexamEnvConfig
-from lexrl.eval.audit import TEACHER, AuditRow, audit, audit_env, markdown, play
+from lexrl.eval.audit import TEACHER, AuditRow, audit, audit_env, markdown, play, teachable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,6 +58,18 @@ def test_an_env_without_a_teacher_gets_rewards_but_no_shares(tokenizer):
     assert rows[0].policy == TEACHER and rows[0].mean_reward is None and rows[0].note
     assert all(row.share is None and row.mean_reward is not None for row in rows[1:])
     assert "n/a (no teacher)" in markdown(rows)
+
+
+def test_policies_are_set_against_the_teacher_on_the_tasks_it_plays(tokenizer):
+    env = GdprEnv(GdprEnvConfig(eval_grid=["none", "live"]))
+    tasks = env.tasks("test")[:8]
+    systems = [task.meta["system"] for task in tasks]
+    assert "live" in systems and "none" in systems
+    rows = audit_env("gdpr", env, tasks, tokenizer)
+    played = len(teachable(env, tasks))
+    assert played == systems.count("none")
+    assert rows[0].note == f"plays {played} of 8 tasks; every row is on those"
+    assert all(row.tasks == played and row.share is not None for row in rows[1:])
 
 
 def test_the_table_marks_shares_above_the_bound():
