@@ -50,7 +50,8 @@ def test_the_cpu_test_split_is_large_mixed_and_balanced(cpu_env):
 
 
 def test_the_mixtures_split_of_the_sample_is_balanced_too():
-    """`legal_mix_cpu.yaml`'s gdpr member (eval_fraction 0.3 unless set) on its 30 tasks."""
+    """`legal_mix_cpu.yaml`'s gdpr member (eval_fraction 0.5: 108 questions of 3 cases), and the
+    first 30 of them its `eval.max_tasks` keeps."""
     config = load_config(ROOT / "configs/legal_mix_cpu.yaml").env.gdpr
     test = GdprEnv(config).questions["test"]
     assert len({q.case for q in test}) >= 2 and _majority_share(test[:30]) <= 0.6

@@ -58,8 +58,9 @@ class ArgumentEnvConfig:
         default_factory=lambda: ["arguable", "mismatched", "non_arguable"]
     )
     """Kinds of the training triples the scripted teacher plays for the supervised warm-start
-    (`warmstart.enabled`). The CPU demo leaves out `mismatched`, so that abstaining where the
-    precedents' outcomes do not fit is learnt from the reward, not copied from the teacher."""
+    (`warmstart.enabled`). Leaving out `mismatched`, so that abstaining where the precedents'
+    outcomes do not fit must come from the reward, made the CPU demo's small model collapse to
+    always abstaining: those triples were GRPO's only steady signal (docs/benchmarks.md)."""
     analyst: str = "policy"
     """Who plays RMA's factor analyst and argument polisher: `policy` (trainable roles) or
     `judge` (the fixed external model of `judges[0]`, through the judge client; its replies are
