@@ -283,7 +283,10 @@ def test_argument_eval_prints_the_papers_table_beside_the_teacher(tmp_path, mode
     report = json.loads((written / "eval_test_report.json").read_text())
     assert report["summary"]["episodes"] == 12
     teacher = report["env"]["teacher"]
-    assert teacher["utilisation_recall"]["mean"] == 100.0
+    # The teacher cites its side's analogy and distinctions, not every factor: Rec_U above 0,
+    # and nothing fabricated.
+    assert teacher["utilisation_recall"]["mean"] > 0.0
+    assert all(cell["mean"] == 100.0 for cell in teacher["hallucination_accuracy"].values())
     assert {k: v["mean"] for k, v in teacher["successful_abstention"].items()} == {
         "mismatched": 100.0,
         "non_arguable": 100.0,
