@@ -1,6 +1,6 @@
 """One statute update of a random Qwen3-4B on one GPU (`hf` backend), measured beside the plan.
 
-    python scripts/gpu_bench.py [--layers 36] [--device cuda] [--attn sdpa]
+    python scripts/gpu_bench.py [--layers 36] [--device cuda] [--dtype auto] [--attn sdpa]
         [--tokens 4x1500+200] [--trajectories 16] [--checkpointing off,on]
         [--micro-batch-tokens 4096,8192] [--warmup 1] [--steps 3] [--deadline-s 0]
 
@@ -8,7 +8,8 @@ On a GPU machine run it through scripts/gpu_bench.sh, which installs lexrl from 
 
 The model is `Qwen3ForCausalLM` with random weights and Qwen3-4B's widths
 (`lexrl.train.plan.QWEN3_4B`: hidden 2,560, MLP 9,728, 32 query and 8 KV heads of 128, a tied
-151,936-token vocabulary) and `--layers` decoder layers, in bf16 on `--device`, with the LoRA of
+151,936-token vocabulary) and `--layers` decoder layers, in `--dtype` on `--device` (`auto`: bf16
+on a GPU, float32 on the CPU, where bf16 matmuls are slow without AVX-512 BF16), with the LoRA of
 configs/stard_mas_grpo.yaml (r 16, alpha 32, every projection) and a `Learner` as `lexrl train`
 builds it (`GRPOConfig(loss="reinforce", learning_rate=1e-5)`, one process). The update's rows
 are one statute step's trainable turns: `--trajectories` trajectories of `--tokens`
@@ -24,13 +25,14 @@ process, so none inherits another's memory or an OOM, and does `--warmup` update
   update adds above the model, its LoRA and the optimizer's state. On the CPU: the peak
   resident memory (VmHWM, reset through /proc/self/clear_refs) minus the resident memory.
 - `model_mib`: memory allocated by the model and its LoRA (before the learner), beside the
-  plan's base weights + LoRA weights (`predicted_model_mib`).
+  plan's base weights (in `dtype`) + LoRA weights (`predicted_model_mib`).
 - `update_s`: mean seconds of a measured update (synchronised), and `tokens_per_s`: trained
   tokens (prompt + completion, no padding) per second.
 - `predicted_peak_mib`: `lexrl.train.plan.update_memory` for the largest micro-batch that
   `split_micro_batches` cuts (flash attention on a GPU, the CPU's attention on the CPU), with its
-  parts; `predicted_update_s`: `lexrl.train.plan.update_seconds` on the GPU the device's name
-  gives (H200, else H100; on the CPU the H100's numbers, meaningless but printed).
+  parts (bf16 activations, whatever `dtype`); `predicted_update_s`:
+  `lexrl.train.plan.update_seconds` on the GPU the device's name gives (H200, else H100; on the
+  CPU the H100's numbers, meaningless but printed).
 - `status`: `ok`, `oom` (with `error`: "OOM at ..."), `error` or `timeout`.
 
 A Markdown table goes to stdout, then one JSON line per configuration; with `OUT` set (the GPU
@@ -99,6 +101,14 @@ def make_rows(trajectories: int, tokens: str) -> list[Any]:
     return rows
 
 
+def resolve_dtype(dtype: str, device: str) -> str:
+    """`--dtype`: `auto` is bfloat16 on a GPU, float32 on the CPU (whose bf16 matmuls crawl
+    without AVX-512 BF16)."""
+    if dtype != "auto":
+        return dtype
+    return "float32" if device == "cpu" else "bfloat16"
+
+
 def significant(value: float, digits: int = 4) -> float:
     return float(f"{value:.{digits}g}")
 
@@ -127,7 +137,7 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
     turns, prompt, completion = parse_tokens(spec["tokens"])
     trajectories = spec["trajectories"]
     config = Config()
-    config.model.dtype = "bfloat16"
+    config.model.dtype = spec.get("dtype", "bfloat16")
     config.lora.r = 16
     config.grpo.micro_batch_size = spec["micro_batch_size"]
     config.grpo.micro_batch_tokens = spec["micro_batch_tokens"]
@@ -176,7 +186,7 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
         },
         "plan_gpu": gpu.name,
         "plan_attention": attention,
-        "predicted_model_mib": round((shape.params() * 2 + lora * 4) / MIB, 1),
+        "predicted_model_mib": round((shape.params() * settings.dtype_bytes + lora * 4) / MIB, 1),
         "predicted_peak_mib": round(parts["total"] / MIB, 1),
         "predicted_parts_mib": {k: round(v / MIB, 1) for k, v in parts.items() if k != "total"},
         "predicted_update_s": significant(update_seconds(shape, profile, settings, layout, gpu)),
@@ -258,7 +268,9 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         # Built on the device: a random 4B model initialised on the CPU takes minutes.
         with torch.device(device):
             model = Qwen3ForCausalLM._from_config(
-                config, dtype=torch.bfloat16, attn_implementation=spec["attn"]
+                config,
+                dtype=getattr(torch, spec.get("dtype", "bfloat16")),
+                attn_implementation=spec["attn"],
             )
         model.to(device)
         policy = add_lora(model, LoraConfig(r=16, alpha=32), seed=0)
@@ -400,6 +412,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=36)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=("auto", "bfloat16", "float32"),
+        help="the base model's dtype; auto: bfloat16 on a GPU, float32 on the CPU",
+    )
     parser.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa, eager, ...)")
     parser.add_argument("--tokens", default="4x1500+200", help="TURNSxPROMPT+COMPLETION")
     parser.add_argument("--trajectories", type=int, default=16)
@@ -422,6 +440,7 @@ def main() -> None:
         print(json.dumps(measure(json.loads(args.child))), flush=True)
         return
     parse_tokens(args.tokens)
+    dtype = resolve_dtype(args.dtype, args.device)
     started = time.monotonic()
     info = versions()
     print(f"versions: {json.dumps(info)}", file=sys.stderr, flush=True)
@@ -433,6 +452,7 @@ def main() -> None:
             spec = {
                 "layers": args.layers,
                 "device": args.device,
+                "dtype": dtype,
                 "attn": args.attn,
                 "tokens": args.tokens,
                 "trajectories": args.trajectories,

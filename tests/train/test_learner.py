@@ -5,7 +5,7 @@ from accelerate import Accelerator
 from lexrl.config import GRPOConfig, LoraConfig
 from lexrl.models import add_lora
 from lexrl.train.advantages import Row
-from lexrl.train.learner import Learner, fill_deepspeed_config
+from lexrl.train.learner import Learner, fill_deepspeed_config, split_micro_batches
 
 
 def _rows(advantages, seed=0):
@@ -93,38 +93,83 @@ def test_deepspeed_value_that_disagrees_with_grpo_names_the_key(key, value):
         fill_deepspeed_config({key: value}, GRPOConfig(max_grad_norm=1.0), 2)
 
 
-def _trained_adapter(tiny_model, seed_rows, **grpo):
+def _accumulated_gradients(tiny_model, rows, **grpo):
+    """The adapter's gradients that one `Learner.update` over `rows` accumulates over its
+    micro-batches and hands the optimizer, and the update's metrics.
+
+    The gradients are read by a step pre-hook, before the optimizer uses them: AdamW's first
+    step moves each weight by about the learning rate whatever the gradient's size or rounding
+    (a gradient of 1e-9 of either sign becomes a full step), so the weights after the step are
+    no measure of two equal updates; the gradients are. `max_grad_norm` is out of reach so that
+    clipping leaves them as accumulated (clipping would also hide a wrong constant factor in the
+    loss). The adapter's B matrices start at small random values, not at peft's zeros, so that
+    every LoRA weight, A included, gets a gradient to compare.
+    """
     model, tokenizer = tiny_model
     policy = add_lora(model, LoraConfig(r=4, alpha=8), seed=0)
-    config = GRPOConfig(loss="dapo", learning_rate=1e-2, **grpo)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, parameter in sorted(policy.named_parameters()):
+            if "lora_B" in name:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.02)
+    config = GRPOConfig(loss="dapo", learning_rate=1e-2, max_grad_norm=1e9, **grpo)
     learner = Learner(policy, config, 5, Accelerator(cpu=True), tokenizer.pad_token_id)
-    metrics = learner.update(seed_rows)
-    return {n: p.detach().clone() for n, p in learner.policy.named_parameters() if "lora_" in n}, (
-        metrics
-    )
+    names = {p: n for n, p in learner.policy.named_parameters() if p.requires_grad}
+    gradients = {}
+
+    def capture(optimizer, args, kwargs):
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                gradients[names[parameter]] = parameter.grad.detach().clone()
+
+    learner.optimizer.optimizer.register_step_pre_hook(capture)
+    metrics = learner.update(rows)
+    assert gradients.keys() == set(names.values())
+    return gradients, metrics
 
 
-def test_token_budget_micro_batches_make_the_same_update_as_row_micro_batches(tiny_model_path):
+def assert_same_gradients(actual, expected, rtol=1e-5):
+    """`actual` equals `expected` up to float32 rounding: each element within `rtol` of itself
+    plus `rtol` of the largest gradient element (a sum of terms cancelling to near zero keeps the
+    rounding of its terms), and the whole gradient within `rtol` of its norm."""
+    largest = max(float(g.abs().max()) for g in expected.values())
+    assert largest > 0
+    for name, value in expected.items():
+        torch.testing.assert_close(
+            actual[name],
+            value,
+            rtol=rtol,
+            atol=rtol * largest,
+            msg=lambda message, name=name: f"{name}: {message}",
+        )
+    difference = torch.cat([(actual[n] - g).flatten() for n, g in expected.items()]).norm()
+    norm = torch.cat([g.flatten() for g in expected.values()]).norm()
+    assert difference <= rtol * norm, (float(difference), float(norm))
+
+
+def test_token_budget_micro_batches_accumulate_the_same_gradient_as_row_micro_batches(
+    tiny_model_path,
+):
     from lexrl.config import ModelConfig
     from lexrl.models import load_base
 
     rows = _rows([1.0, 1.0, -1.0, -1.0, 0.5, -0.5, 2.0, -2.0], seed=3)
-    by_rows, by_rows_metrics = _trained_adapter(
+    by_rows, by_rows_metrics = _accumulated_gradients(
         load_base(ModelConfig(), path=tiny_model_path), rows, micro_batch_size=3
     )
-    by_tokens, by_tokens_metrics = _trained_adapter(
+    by_tokens, by_tokens_metrics = _accumulated_gradients(
         load_base(ModelConfig(), path=tiny_model_path), rows, micro_batch_tokens=40
     )
+    # Different cuts: rollout order three rows at a time, or sorted by length under 40 tokens.
+    cuts = [[id(r) for r in b] for b in split_micro_batches(rows, 3)]
+    assert cuts != [[id(r) for r in b] for b in split_micro_batches(rows, 3, 40)]
     assert by_rows_metrics["loss/grad_norm"] > 0
     for key in ("loss/policy", "loss/grad_norm"):
-        assert by_tokens_metrics[key] == pytest.approx(by_rows_metrics[key], abs=1e-5)
-    for name, value in by_rows.items():
-        torch.testing.assert_close(by_tokens[name], value, rtol=0, atol=1e-5, msg=name)
+        assert by_tokens_metrics[key] == pytest.approx(by_rows_metrics[key], rel=1e-5)
+    assert_same_gradients(by_tokens, by_rows)
 
 
 def test_token_budget_cuts_sorted_rows_under_the_budget():
-    from lexrl.train.learner import split_micro_batches
-
     def row(prompt, completion, trajectory):
         return Row([5] * prompt, [6] * completion, [-1.0] * completion, 1.0, 1.0, trajectory, "r")
 
