@@ -2,8 +2,11 @@
 
 A checkpoint is written into a hidden staging folder and renamed into `checkpoints/step-NNNNNN`
 in one `os.replace`, so a run killed at any moment leaves only complete checkpoints behind.
-A write that fails (a full disk) removes the staging folder and raises, naming the checkpoint and
-the previous one, which is untouched: the run stops rather than train on without a checkpoint.
+A write that fails (a full disk, a file-size limit, a read-only filesystem) removes the staging
+folder and raises, naming the checkpoint and the previous one, which is untouched: the run stops
+rather than train on without a checkpoint. With several processes each step of the write ends
+with an all-reduce of "did yours fail", so a failure on one process ends every process instead of
+leaving the others at a barrier.
 Under DeepSpeed ZeRO each process holds a partition of the optimizer state (and of the fp32
 master weights), so each writes its own `optimizer-<rank>.pt`.
 
@@ -11,6 +14,9 @@ The last file written is `manifest.json`: the relative path, size and sha256 of 
 A checkpoint is complete only when its files match it (`verify_checkpoint`), so a file truncated
 or lost after the write (a disk error, a copy cut short, a hand-edit) is found before resume loads
 it, and resume falls back to the newest checkpoint that verifies (`choose_checkpoint`).
+`trainer_state.json` also records the env, base model and LoRA shape it was written with: a
+resume with other values would load the adapter of another run, and is refused
+(`refuse_another_config`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,16 +37,21 @@ import numpy as np
 import torch
 from accelerate import Accelerator
 from peft import PeftModel, set_peft_model_state_dict
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from lexrl.errors import CheckpointError
-from lexrl.train.learner import uses_deepspeed
+from lexrl.errors import CheckpointError, ConfigError
+from lexrl.train.learner import sum_over_processes, uses_deepspeed
 
 STATE_FILE = "trainer_state.json"
 MANIFEST_FILE = "manifest.json"
 ADAPTER_FILE = "adapter/adapter_model.safetensors"
 HASH_CHUNK = 1 << 20
 """Bytes read at a time when hashing: an optimizer state is never held in memory twice."""
+RUN_KEY = "config"
+"""The key of `STATE_FILE` that records the config values a resume must share."""
+OS_ERROR = re.compile(r"\(os error (\d+)\)")
+"""The errno in a SafetensorError's text, its only trace of the cause."""
 
 T = TypeVar("T")
 
@@ -232,6 +244,69 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
+class _NamedWriteError:
+    """A file for `torch.save` whose failed write raises an OSError naming the file, and keeps
+    it: torch may swallow it and raise a RuntimeError that names neither the cause nor the file."""
+
+    def __init__(self, stream: Any, path: Path) -> None:
+        self.stream = stream
+        self.path = path
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[self.stream.write(view) :]
+        except OSError as error:
+            self.error = OSError(error.errno, error.strerror, str(self.path))
+            raise self.error from error
+        return len(data)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def save_torch(obj: Any, path: Path) -> None:
+    """`torch.save`, a failed write an OSError with its errno and `path`."""
+    # Unbuffered: a buffered file's last write would fail at close, outside torch.save.
+    with open(path, "wb", buffering=0) as stream:
+        file = _NamedWriteError(stream, path)
+        try:
+            torch.save(obj, file)
+        except RuntimeError as error:
+            if file.error is None:
+                raise
+            raise file.error from error
+
+
+def save_adapter(policy: PeftModel, folder: Path) -> None:
+    """`policy.save_pretrained(folder)`, a failed safetensors write an OSError with its errno and
+    the file (safetensors raises its own error, the errno only in its text)."""
+    try:
+        policy.save_pretrained(folder)
+    except SafetensorError as error:
+        found = OS_ERROR.search(str(error))
+        if found is None:
+            raise
+        code = int(found.group(1))
+        weights = folder / Path(ADAPTER_FILE).name
+        raise OSError(code, os.strerror(code), str(weights)) from error
+
+
+def write_together(accelerator: Accelerator, write: Callable[[], object]) -> None:
+    """Run this process's part of a write, then learn whether every process's part succeeded (one
+    all-reduce, which also stands for a barrier). A failure raises on every process: one that
+    gave up would otherwise leave the others waiting at the next barrier for good."""
+    try:
+        write()
+    except OSError:
+        sum_over_processes({"failed": 1.0}, accelerator)
+        raise
+    if sum_over_processes({"failed": 0.0}, accelerator)["failed"]:
+        raise OSError("another process could not write its part (its own error says why)")
+
+
 def save_checkpoint(
     output_dir: str | Path,
     step: int,
@@ -245,41 +320,60 @@ def save_checkpoint(
     staging = target.parent / f".staging-{target.name}"
     main = accelerator.is_main_process
     try:
-        if main:
-            shutil.rmtree(staging, ignore_errors=True)
-            staging.mkdir(parents=True)
-        accelerator.wait_for_everyone()
-        rank = accelerator.process_index
-        torch.save(rng_state(), staging / f"rng-{rank}.pt")
-        if uses_deepspeed(accelerator):
-            torch.save(optimizer.state_dict(), staging / f"optimizer-{rank}.pt")
-        if main:
-            policy.save_pretrained(staging / "adapter")
-            if not uses_deepspeed(accelerator):
-                torch.save(optimizer.state_dict(), staging / "optimizer.pt")
-            torch.save(scheduler.state_dict(), staging / "scheduler.pt")
-        accelerator.wait_for_everyone()
-        if main:
-            (staging / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2))
-            # Last, after every process's files: a checkpoint is complete when its files match.
-            manifest = json.dumps(build_manifest(staging), indent=2)
-            (staging / MANIFEST_FILE).write_text(manifest)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(staging, target)
+        write_together(accelerator, lambda: main and make_staging(staging))
+        write_together(
+            accelerator, lambda: write_parts(staging, policy, optimizer, scheduler, accelerator)
+        )
+        write_together(accelerator, lambda: main and seal(staging, target, {"step": step, **state}))
     except OSError as error:
         # A partial checkpoint would only fill the disk further; the previous one stays usable.
         if main:
             shutil.rmtree(staging, ignore_errors=True)
         raise checkpoint_write_error(error, target, latest_checkpoint(output_dir)) from error
-    accelerator.wait_for_everyone()
     return target
 
 
+def make_staging(staging: Path) -> None:
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+
+
+def write_parts(
+    staging: Path,
+    policy: PeftModel,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    accelerator: Accelerator,
+) -> None:
+    """This process's files: its RNG (and ZeRO partition); the main process's also the adapter,
+    the optimizer and the scheduler."""
+    rank = accelerator.process_index
+    save_torch(rng_state(), staging / f"rng-{rank}.pt")
+    if uses_deepspeed(accelerator):
+        save_torch(optimizer.state_dict(), staging / f"optimizer-{rank}.pt")
+    if accelerator.is_main_process:
+        save_adapter(policy, staging / "adapter")
+        if not uses_deepspeed(accelerator):
+            save_torch(optimizer.state_dict(), staging / "optimizer.pt")
+        save_torch(scheduler.state_dict(), staging / "scheduler.pt")
+
+
+def seal(staging: Path, target: Path, state: dict[str, Any]) -> None:
+    """Write the trainer state and, last, the manifest; then move the checkpoint into place."""
+    (staging / STATE_FILE).write_text(json.dumps(state, indent=2))
+    # Last, after every process's files: a checkpoint is complete when its files match.
+    manifest = json.dumps(build_manifest(staging), indent=2)
+    (staging / MANIFEST_FILE).write_text(manifest)
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(staging, target)
+
+
 def checkpoint_write_error(
-    error: OSError, target: Path, previous: Path | None
+    error: OSError, target: Path, previous: Path | None, what: str = "checkpoint"
 ) -> CheckpointNotWritten:
-    """The write failure, saying which checkpoint was lost and which one to resume from."""
+    """The write failure of `what` (a checkpoint, the adapter handed to the rollout backend),
+    saying which one was lost and which checkpoint to resume from."""
     full = error.errno in (errno.ENOSPC, errno.EDQUOT)
     if full:
         cause = "the disk is full (no space left on the device)"
@@ -294,7 +388,7 @@ def checkpoint_write_error(
         if previous is not None
         else "there is no previous checkpoint"
     )
-    return CheckpointNotWritten(error.errno, f"checkpoint {target} not written: {cause}; {kept}")
+    return CheckpointNotWritten(error.errno, f"{what} {target} not written: {cause}; {kept}")
 
 
 def load_file_of(checkpoint: Path, name: str, read: Callable[[Path], T]) -> T:
@@ -342,6 +436,28 @@ def load_checkpoint(
     load_file_of(path, "scheduler.pt", lambda f: scheduler.load_state_dict(torch_state(f)))
     load_file_of(path, rng_name, lambda f: set_rng_state(torch_state(f)))
     return load_file_of(path, STATE_FILE, lambda f: json.loads(f.read_text()))
+
+
+def refuse_another_config(checkpoint: Path, record: dict[str, Any]) -> None:
+    """Raise a ConfigError naming each key of `record` (this run's env, model and LoRA shape)
+    whose value the checkpoint recorded otherwise: resuming would load another run's adapter onto
+    this base, or go on with another env's data positions. A checkpoint written before the record
+    existed is resumed unchecked."""
+    state = load_file_of(checkpoint, STATE_FILE, lambda f: json.loads(f.read_text()))
+    recorded = state.get(RUN_KEY)
+    if recorded is None:
+        return
+    differing = [
+        f"{key} is {json.dumps(recorded.get(key))} there, {json.dumps(value)} here"
+        for key, value in record.items()
+        if recorded.get(key) != value
+    ]
+    if differing:
+        raise ConfigError(
+            f"checkpoint {checkpoint} belongs to another run: {'; '.join(differing)}; resume it "
+            f"with the values it was written with ({checkpoint.parents[1] / 'config.yaml'}), or "
+            "start this run in another `run.output_dir`"
+        )
 
 
 def load_zero_optimizer(path: Path, optimizer: Any, accelerator: Accelerator) -> None:

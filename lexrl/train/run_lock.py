@@ -6,6 +6,11 @@ which the kernel releases when its holder dies however it dies, so a lock left b
 SIGKILLed run is taken over without guessing from PIDs (a PID of another host cannot be checked).
 The file records the holder's host, PID and start time, for the message that refuses a second
 run and for the warning that takes a stale lock over.
+
+A folder is not reused by accident either: a new run (not `run.resume`) in a folder that holds a
+finished or stopped run's checkpoints or logged steps is refused (`refuse_another_run`). It would
+empty that run's `metrics.jsonl`, replace its checkpoints one by one, and, stopped half-way, leave
+its own steps beside the other run's for a later resume to mix.
 """
 
 from __future__ import annotations
@@ -20,9 +25,18 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
-from lexrl.errors import RunFolderLocked
+from lexrl.errors import LexrlError, RunFolderLocked
 
 LOCK_NAME = ".lexrl.lock"
+LOGS = ("metrics.jsonl", "samples.jsonl")
+"""The files of a run's logged steps."""
+
+
+class RunFolderTaken(LexrlError):
+    """`run.output_dir` holds another run's checkpoints or logged steps and this run does not
+    resume it; the message names the folder, what it holds and both ways on."""
+
+    kind = "run folder"
 
 
 def describe_holder(text: str) -> str:
@@ -100,3 +114,37 @@ def run_folder_lock(output_dir: str | Path) -> AbstractContextManager[None]:
     if os.environ.get("RANK", "0") != "0":
         return nullcontext()
     return hold_run_folder(output_dir)
+
+
+def refuse_another_run(output_dir: str | Path) -> None:
+    """Raise `RunFolderTaken` if `output_dir` holds another run's checkpoints or logged steps (a
+    new run would overwrite them); its lock file alone, or a staging folder, is no run."""
+    folder = Path(output_dir)
+    steps = _checkpoint_steps(folder)
+    found = [f"checkpoints up to {steps[-1]}"] if steps else []
+    found += [f"{name} to step {step}" for name in LOGS if (step := _last_step(folder / name))]
+    if found:
+        raise RunFolderTaken(
+            f"{folder} holds another run ({', '.join(found)}): continue it with "
+            "`--run.resume true`, or start this run in another `run.output_dir`"
+        )
+
+
+def _checkpoint_steps(folder: Path) -> list[str]:
+    return sorted(p.name for p in (folder / "checkpoints").glob("step-*") if p.is_dir())
+
+
+def _last_step(path: Path) -> str | None:
+    """The step of a log's last readable line (a crash may cut the last one short), `?` when no
+    line is readable, None when the log is missing or empty."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    lines = [line for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        try:
+            return str(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return "?" if lines else None

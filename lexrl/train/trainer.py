@@ -15,6 +15,7 @@ Departures from LegalMALR (seed 001): the demo base is warm-started on scripted 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from tqdm.auto import tqdm
@@ -64,16 +66,23 @@ from lexrl.train.advantages import (
     split_group_advantages,
 )
 from lexrl.train.checkpoint import (
+    RUN_KEY,
     CheckpointChoice,
     checkpoint_dir,
+    checkpoint_write_error,
     choose_checkpoint,
+    latest_checkpoint,
     load_checkpoint,
+    refuse_another_config,
+    save_adapter,
     save_checkpoint,
+    write_together,
 )
 from lexrl.train.learner import Learner, make_accelerator, sum_over_processes, uses_deepspeed
 from lexrl.train.logger import RunLogger, console, failed_episodes
 from lexrl.train.plan_report import refuse_if_cannot_fit, resolve_engine_memory
 from lexrl.train.preemption import StopRequest
+from lexrl.train.run_lock import refuse_another_run
 from lexrl.train.warmstart import build_warmstarted_base
 from lexrl.types import Group, Task
 
@@ -137,15 +146,12 @@ def sync_adapter(
     folder = output_dir / "adapters"
     target = folder / f"v{version:06d}"
     main = accelerator.is_main_process
-    if main:
-        folder.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=folder, prefix=".tmp-"))
-        policy.save_pretrained(staging)
-        replace_dir(staging, target)
-    if not backend.shared_by_processes:
-        accelerator.wait_for_everyone()
-        backend.load_adapter(target, version)
-    elif main:
+    try:
+        write_together(accelerator, lambda: main and write_adapter(policy, folder, target))
+    except OSError as error:
+        previous = latest_checkpoint(output_dir)
+        raise checkpoint_write_error(error, target, previous, "adapter") from error
+    if main or not backend.shared_by_processes:
         backend.load_adapter(target, version)
     accelerator.wait_for_everyone()
     if backend.shared_by_processes and not main:
@@ -154,6 +160,18 @@ def sync_adapter(
         for old in sorted(folder.glob("v*"))[:-KEEP_ADAPTER_FILES]:
             shutil.rmtree(old, ignore_errors=True)
     return time.perf_counter() - started
+
+
+def write_adapter(policy: Any, folder: Path, target: Path) -> None:
+    """Save the adapter into `target` through a staging folder, which a failed write removes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder, prefix=".tmp-"))
+    try:
+        save_adapter(policy, staging)
+        replace_dir(staging, target)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def step_metrics(groups: list[Group], env: Env) -> dict[str, float]:
@@ -372,13 +390,36 @@ def build_run(config: Config, accelerator: Accelerator, shard: Shard) -> Run:
     return Run(config, accelerator, shard, env, tokenizer, learner, backend)
 
 
-def start_or_resume(run: Run) -> tuple[dict[str, Any], int, bool]:
+def run_record(config: Config) -> dict[str, Any]:
+    """The config values a checkpoint records and a resume must share: another env, base or LoRA
+    shape would make the checkpoint another run's (`refuse_another_config`)."""
+    return {
+        "env.name": config.env.name,
+        "model.name_or_path": config.model.name_or_path,
+        "lora.r": config.lora.r,
+        "lora.target_modules": sorted(config.lora.target_modules),
+    }
+
+
+def checkpoint_to_resume(config: Config) -> CheckpointChoice:
+    """The checkpoint `run.resume` goes on from, chosen before anything is loaded or written.
+    Refuses a new run in a folder that holds another run (`refuse_another_run`), and a checkpoint
+    written with another env, base model or LoRA shape."""
+    if not config.run.resume:
+        refuse_another_run(config.run.output_dir)
+        return CheckpointChoice(None)
+    choice = choose_checkpoint(config.run.output_dir)
+    if choice.checkpoint is not None:
+        refuse_another_config(choice.checkpoint, run_record(config))
+    return choice
+
+
+def start_or_resume(run: Run, choice: CheckpointChoice) -> tuple[dict[str, Any], int, bool]:
     """The trainer state (data positions, adapter version), the step to start from, and whether
-    it comes from the latest checkpoint (`run.resume`)."""
+    it comes from the checkpoint `choice` (`run.resume`)."""
     config, accelerator, learner = run.config, run.accelerator, run.learner
     state: dict[str, Any] = {"position": 0, "adapter_version": 0}
     step = 0
-    choice = choose_checkpoint(run.output_dir) if config.run.resume else CheckpointChoice(None)
     if run.main:
         for line in choice.report():
             console.print(line, soft_wrap=True, markup=False, highlight=False)
@@ -390,6 +431,7 @@ def start_or_resume(run: Run) -> tuple[dict[str, Any], int, bool]:
             checkpoint, learner.policy, learner.optimizer, learner.scheduler, accelerator
         )
         step = state.pop("step")
+        state.pop(RUN_KEY, None)
         sync_adapter(
             run.backend, learner.policy, run.output_dir, state["adapter_version"], accelerator
         )
@@ -413,8 +455,47 @@ def start_logging(run: Run, step: int, resumed: bool) -> RunLogger:
     logger.truncate_after(step)
     if run.main:
         run.output_dir.mkdir(parents=True, exist_ok=True)
-        save_config(run.config, run.output_dir / "config.yaml")
+        save_run_config(run.config, run.output_dir, step)
     return logger
+
+
+def save_run_config(config: Config, output_dir: Path, step: int) -> None:
+    """Write `config.yaml`. A different one already there (a resume with other settings) ran the
+    steps up to `step`: it is kept as `config.until-step-NNNNNN.yaml`, and stderr says so."""
+    path = output_dir / "config.yaml"
+    fresh = output_dir / ".config.yaml.tmp"
+    save_config(config, fresh)
+    if path.is_file() and config_values(path) != config_values(fresh):
+        kept = unused_name(output_dir, f"config.until-step-{step:06d}", ".yaml")
+        path.rename(kept)
+        console.print(
+            f"{path} had other settings: kept as {kept}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+    os.replace(fresh, path)
+
+
+def config_values(path: Path) -> Any:
+    """A config file's values but `run.resume`, which tells how a run started, not what it runs;
+    None for a file that cannot be read as YAML."""
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if isinstance(values, dict) and isinstance(values.get("run"), dict):
+        values["run"].pop("resume", None)
+    return values
+
+
+def unused_name(folder: Path, stem: str, suffix: str) -> Path:
+    """`folder/<stem><suffix>`, or with `-2`, `-3`... when taken: a kept file is never replaced."""
+    path, number = folder / f"{stem}{suffix}", 1
+    while path.exists():
+        number += 1
+        path = folder / f"{stem}-{number}{suffix}"
+    return path
 
 
 def evaluate_before(
@@ -636,7 +717,8 @@ class FailedSteps:
 
 
 def write_checkpoint(run: Run, step: int, state: dict[str, Any]) -> None:
-    """The policy's adapter, the optimizer, the scheduler, the RNGs and the trainer `state`."""
+    """The policy's adapter, the optimizer, the scheduler, the RNGs, the trainer `state` and the
+    config values a resume must share (`run_record`)."""
     learner = run.learner
     save_checkpoint(
         run.output_dir,
@@ -644,7 +726,7 @@ def write_checkpoint(run: Run, step: int, state: dict[str, Any]) -> None:
         learner.policy,
         learner.optimizer,
         learner.scheduler,
-        {**state},
+        {**state, RUN_KEY: run_record(run.config)},
         run.accelerator,
     )
 
@@ -700,12 +782,13 @@ def train(config: Config) -> dict[str, dict[str, float]]:
             "`rollout.backend: openai` is for evaluation (`lexrl eval`, `lexrl rollout`): the "
             "endpoint's model has no weights here to train; use hf, vllm-server or vllm-engine"
         )
+    choice = checkpoint_to_resume(config)
     accelerator = make_accelerator()
     shard = step_shard(config, accelerator)
     refuse_if_cannot_fit(config, accelerator.num_processes, uses_deepspeed(accelerator))
     resolve_engine_memory(config, accelerator.num_processes)
     run = build_run(config, accelerator, shard)
-    state, step, resumed = start_or_resume(run)
+    state, step, resumed = start_or_resume(run, choice)
     logger = start_logging(run, step, resumed)
     summaries, intervals = evaluate_before(run, resumed)
     accelerator.wait_for_everyone()

@@ -46,7 +46,7 @@ def _full_disk_at(monkeypatch, failing: str) -> list[Path]:
     """Make the write of the staged file named `failing` leave a partial file and raise ENOSPC;
     returns the paths written before it."""
     written: list[Path] = []
-    torch_save, write_text = torch.save, Path.write_text
+    save_torch, write_text = checkpoints.save_torch, Path.write_text
 
     def check(path: Path) -> None:
         if Path(path).name == failing:
@@ -54,15 +54,15 @@ def _full_disk_at(monkeypatch, failing: str) -> list[Path]:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         written.append(Path(path))
 
-    def save(obj, path, *args, **kwargs):
+    def save(obj, path):
         check(path)
-        return torch_save(obj, path, *args, **kwargs)
+        return save_torch(obj, path)
 
     def text(self, data, *args, **kwargs):
         check(self)
         return write_text(self, data, *args, **kwargs)
 
-    monkeypatch.setattr(checkpoints.torch, "save", save)
+    monkeypatch.setattr(checkpoints, "save_torch", save)
     monkeypatch.setattr(Path, "write_text", text)
     return written
 
