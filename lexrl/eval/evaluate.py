@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import signal
-import threading
+import math
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
-from types import FrameType
+from typing import Any
 
 import torch
 from rich.console import Console
@@ -25,42 +23,22 @@ from lexrl.envs.base import Env, EnvReport, ReportRequest
 from lexrl.errors import ConfigError, LexrlError
 from lexrl.eval.audit import AuditRow, audit_env
 from lexrl.eval.audit import markdown as audit_markdown
+from lexrl.eval.partial import PARTIAL_FILE, SignalStop, as_json, groups_jsonl, resume_partial
 from lexrl.rollout.backend import Backend
-from lexrl.rollout.engine import run_groups
+from lexrl.rollout.engine import run_groups_async
 from lexrl.rollout.policy import Policy
 from lexrl.secrets import write_text
 from lexrl.types import Group, Task, Trajectory
 
-PARTIAL_FILE = "partial.jsonl"
-"""The tasks an unfinished `lexrl eval` has evaluated, in its evaluation folder: one task a
-line as in `eval_<split>.jsonl`, with the `chunk` it was sampled in. Removed once the report
-is written."""
+MAX_REASON = 200
+"""Characters of a failure reason kept for `EvaluationFailed`'s message, which stays one line."""
 
 
-class EvaluationInterrupted(LexrlError):
-    """SIGTERM or SIGINT stopped an evaluation; what it had evaluated is in its `PARTIAL_FILE`,
-    and the same command continues from there. Exits 128 + the signal's number, as a process
-    the signal had killed would (130 for SIGINT, 143 for SIGTERM)."""
+class EvaluationFailed(LexrlError):
+    """Too many episodes of an evaluation failed for its means to stand for the policy
+    (`eval.max_failed_share`); its report is written, with the failed count beside every mean."""
 
     kind = "run"
-
-    def __init__(self, message: str, signum: int):
-        super().__init__(message)
-        self.signum = signum
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
-
-
-class _Stopped(KeyboardInterrupt):
-    """Raised by the signal handler. A KeyboardInterrupt, so asyncio stops its loop at once
-    and the backend's `except Exception` (which hands errors to the waiting episodes) lets it
-    through."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
 
 
 def episode_values(trajectories: list[Trajectory]) -> dict[str, list[float]]:
@@ -176,12 +154,47 @@ def policy_name(config: Config, checkpoint: str | None) -> str:
     return checkpoint or "base"
 
 
-def evaluation_dir(config: Config, checkpoint: str | None, label: str = "") -> Path:
+def evaluation_settings(config: Config, checkpoint: str | None) -> dict[str, Any]:
+    """Every setting that changes the evaluated policy or the numbers: the checkpoint (its path,
+    and its adapter's sha256: a checkpoint written again under the same path is another policy),
+    the model and the warm-start the `tiny` base is trained with, LoRA, rollout, the env, the
+    evaluation and `run.seed` (which seeds a vLLM engine's sampling). Not
+    `eval.max_failed_share`: it only decides how the evaluation ends, so a rerun with another
+    share continues the same evaluation."""
+    evaluation = asdict(config.eval)
+    del evaluation["max_failed_share"]
+    return as_json(
+        {
+            "checkpoint": checkpoint_identity(checkpoint),
+            **{
+                name: asdict(getattr(config, name))
+                for name in ("model", "warmstart", "lora", "rollout", "env")
+            },
+            "eval": evaluation,
+            "run.seed": config.run.seed,
+        }
+    )
+
+
+def checkpoint_identity(checkpoint: str | None) -> dict[str, str | None] | None:
+    """A checkpoint's resolved path and the sha256 of its adapter (None when it has none)."""
+    if checkpoint is None:
+        return None
+    adapter = Path(checkpoint) / "adapter" / "adapter_model.safetensors"
+    digest = None
+    if adapter.is_file():
+        with adapter.open("rb") as stream:
+            digest = hashlib.file_digest(stream, "sha256").hexdigest()
+    return {"path": str(Path(checkpoint).resolve()), "adapter_sha256": digest}
+
+
+def evaluation_dir(
+    config: Config, checkpoint: str | None, settings: dict[str, Any], label: str = ""
+) -> Path:
     """`<run.output_dir>/eval/<name>`: one folder per evaluation, so evaluations with different
     settings never overwrite each other. The name reads `<checkpoint>_<split>[_first<N>]
     [_<label>][_baselines]_<hash>` (`label`: `Env.evaluation_label`, e.g. the statute env's
-    `rerank-<model>`), the hash covering the checkpoint's path and every setting that changes
-    the numbers (model, LoRA, rollout, env, eval)."""
+    `rerank-<model>`), the hash covering `settings` (`evaluation_settings`)."""
     parts = [Path(policy_name(config, checkpoint)).name, config.eval.split]
     if config.eval.max_tasks is not None:
         parts.append(f"first{config.eval.max_tasks}")
@@ -189,13 +202,6 @@ def evaluation_dir(config: Config, checkpoint: str | None, label: str = "") -> P
         parts.append(label)
     if not config.eval.policy:
         parts.append("baselines")
-    settings = {
-        "checkpoint": str(Path(checkpoint).resolve()) if checkpoint else None,
-        **{
-            name: asdict(getattr(config, name))
-            for name in ("model", "lora", "rollout", "env", "eval")
-        },
-    }
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
     return Path(config.run.output_dir) / "eval" / "_".join([*parts, digest])
 
@@ -224,56 +230,66 @@ def rollout_split(
     tokenizer: PreTrainedTokenizerBase,
     config: Config,
     name: str = "eval",
-    resume_in: Path | None = None,
 ) -> list[Group]:
     """`eval.samples_per_task` seeded episodes on each evaluation task, chunk by chunk
-    (`task_chunks`, each seeded by `chunk_seed`).
-
-    The same seed and policy give the same episodes, so a before/after comparison sees the same
-    random draws. With `resume_in` (the evaluation folder), each chunk is appended to its
-    `PARTIAL_FILE` once done, the chunks found there are not sampled again, and SIGTERM or
-    SIGINT stop the evaluation with `EvaluationInterrupted`.
-    """
-    tasks = eval_tasks(env, config)
-    chunks = task_chunks(tasks, config)
-    partial = resume_in / PARTIAL_FILE if resume_in is not None else None
-    done = resume_partial(partial, chunks) if partial is not None else {}
+    (`task_chunks`, each seeded by `chunk_seed`). The same seed and policy give the same
+    episodes, so a before/after comparison sees the same random draws."""
+    chunks = task_chunks(eval_tasks(env, config), config)
     groups: list[Group] = []
-    try:
-        with stop_on_signals() if partial is not None else nullcontext():
-            for index, chunk in enumerate(chunks):
-                if index not in done:
-                    seed = chunk_seed(config.eval.seed, index)
-                    description = f"{name} {index + 1}/{len(chunks)}" if len(chunks) > 1 else name
-                    done[index] = rollout_chunk(
-                        env, backend, tokenizer, config, chunk, seed, description
-                    )
-                    if partial is not None:
-                        write_text(partial, groups_jsonl(done[index], chunk=index), append=True)
-                groups += done[index]
-    except _Stopped as stop:
-        signame = signal.Signals(stop.signum).name
-        raise EvaluationInterrupted(
-            f"{signame}: evaluation stopped after {len(groups)} of {len(tasks)} tasks, kept in "
-            f"{partial} (partial); run the same command again to continue from there",
-            stop.signum,
-        ) from None
+    for index, chunk in enumerate(chunks):
+        description = chunk_name(name, chunks, index)
+        groups += asyncio.run(
+            chunk_episodes(env, backend, tokenizer, config, chunk, index, description)
+        )
     return groups
 
 
-def rollout_chunk(
+def resumable_rollout(
+    env: Env,
+    backend: Backend,
+    tokenizer: PreTrainedTokenizerBase,
+    config: Config,
+    settings: dict[str, Any],
+    stop: SignalStop,
+) -> list[Group]:
+    """`rollout_split`, each chunk appended once done to `stop.partial`, the chunks found there
+    not sampled again (`resume_partial`), and a signal stopping it with `EvaluationInterrupted`
+    (`SignalStop`) with the chunks done kept."""
+    tasks = eval_tasks(env, config)
+    chunks = task_chunks(tasks, config)
+    done = resume_partial(stop.partial, chunks, settings)
+    name = f"eval {config.eval.split}"
+    for index, chunk in enumerate(chunks):
+        if index not in done:
+            stop.check(sum(map(len, done.values())), len(tasks))
+            episodes = chunk_episodes(
+                env, backend, tokenizer, config, chunk, index, chunk_name(name, chunks, index)
+            )
+            groups = asyncio.run(stop.cancellable(episodes))
+            if groups is not None:
+                write_text(stop.partial, groups_jsonl(groups, chunk=index), append=True)
+                done[index] = groups
+    stop.check(sum(map(len, done.values())), len(tasks))
+    return [group for index in sorted(done) for group in done[index]]
+
+
+def chunk_name(name: str, chunks: list[list[Task]], index: int) -> str:
+    return f"{name} {index + 1}/{len(chunks)}" if len(chunks) > 1 else name
+
+
+async def chunk_episodes(
     env: Env,
     backend: Backend,
     tokenizer: PreTrainedTokenizerBase,
     config: Config,
     chunk: list[Task],
-    seed: int,
+    index: int,
     description: str,
 ) -> list[Group]:
-    """`eval.samples_per_task` episodes on each task of `chunk`, sampled after seeding torch
-    with `seed`."""
-    torch.manual_seed(seed)
-    return run_groups(
+    """`eval.samples_per_task` episodes on each task of chunk `index`, sampled after seeding
+    torch with its `chunk_seed`."""
+    torch.manual_seed(chunk_seed(config.eval.seed, index))
+    return await run_groups_async(
         env,
         chunk,
         config.eval.samples_per_task,
@@ -283,90 +299,6 @@ def rollout_chunk(
         max_concurrent=config.rollout.max_concurrent_episodes,
         description=description,
     )
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGINT raise `_Stopped` while inside; the handlers before are restored after.
-    Python lets only the main thread install handlers (elsewhere the signals keep theirs)."""
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        try:
-            task = asyncio.current_task()
-        except RuntimeError:  # no event loop running
-            task = None
-        if task is not None:
-            # The task ends with this exception and nobody awaits it: mark the exception seen,
-            # or asyncio logs it, traceback and all, below the one-line message at exit.
-            task.add_done_callback(lambda done: done.cancelled() or done.exception())
-        raise _Stopped(signum)
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    # A signal the process was started ignoring (SIGINT of a background job) stays ignored.
-    previous = {
-        signum: signal.signal(signum, stop)
-        for signum in (signal.SIGTERM, signal.SIGINT)
-        if signal.getsignal(signum) is not signal.SIG_IGN
-    }
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def resume_partial(partial: Path, chunks: list[list[Task]]) -> dict[int, list[Group]]:
-    """The groups of each chunk `partial` holds whole, with the very tasks it has now (a chunk
-    of other tasks, or cut short, is sampled again); `partial` is rewritten to hold just them
-    (an unreadable last line is what a kill during a write leaves)."""
-    saved: dict[int, list[dict]] = {}
-    lines = partial.read_text(encoding="utf-8").splitlines() if partial.is_file() else []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and {"chunk", "task", "trajectories"} <= record.keys():
-            saved.setdefault(record["chunk"], []).append(record)
-    done = {}
-    for index, chunk in enumerate(chunks):
-        records = saved.get(index, [])
-        if [record["task"] for record in records] == [_as_json(asdict(t)) for t in chunk]:
-            done[index] = [
-                Group(task, [Trajectory.from_json(json.dumps(t)) for t in record["trajectories"]])
-                for task, record in zip(chunk, records, strict=True)
-            ]
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    write_text(partial, "".join(groups_jsonl(done[index], chunk=index) for index in done))
-    if done:
-        count = sum(len(groups) for groups in done.values())
-        print(f"resuming: {count} of {sum(map(len, chunks))} tasks read from {partial}")
-    return done
-
-
-def _as_json(value: object) -> object:
-    """`value` as it reads back from JSON (tuples become lists, keys strings)."""
-    return json.loads(json.dumps(value, ensure_ascii=False))
-
-
-def groups_jsonl(
-    groups: list[Group], extra: list[list[dict]] | None = None, chunk: int | None = None
-) -> str:
-    """One task a line with its trajectories; `extra[g][t]` is merged into trajectory t of
-    group g (e.g. the final ranking), and `chunk` (`PARTIAL_FILE`) is added to each line."""
-    lines = []
-    for g, group in enumerate(groups):
-        trajectories = [json.loads(t.to_json()) for t in group.trajectories]
-        if extra is not None:
-            for t, trajectory in enumerate(trajectories):
-                trajectory.update(extra[g][t])
-        record = {"task": asdict(group.task), "trajectories": trajectories}
-        if chunk is not None:
-            record = {"chunk": chunk, **record}
-        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
-    return "".join(lines)
 
 
 def write_groups(
@@ -436,27 +368,46 @@ def print_summary(
     console: Console | None = None,
     intervals: dict[str, dict[str, dict[str, float]]] | None = None,
 ) -> None:
-    """One column per evaluated policy (e.g. before / after GRPO), one row per metric; a mean
-    with an interval in `intervals[policy][metric]` is followed by it."""
+    """Two columns per evaluated policy (e.g. before / after GRPO), its means and its failed
+    episodes (`failed_text`), one row per metric; a mean with an interval in
+    `intervals[policy][metric]` is followed by it."""
     console = console or Console()
     intervals = intervals or {}
 
-    def cell(name: str, key: str) -> str:
-        return mean_text(summaries[name].get(key, float("nan")), intervals.get(name, {}).get(key))
+    def cells(name: str, key: str) -> tuple[str, str]:
+        summary = summaries[name]
+        mean = mean_text(summary.get(key, math.nan), intervals.get(name, {}).get(key))
+        return mean, failed_text(summary, key)
 
     table = Table(title="evaluation")
     table.add_column("metric")
     names = list(summaries)
     for name in names:
         table.add_column(name, justify="right")
+        table.add_column("failed", justify="right")
     keys = list(dict.fromkeys(k for s in summaries.values() for k in s))
     for key in keys:
-        table.add_row(key, *(cell(name, key) for name in names))
+        table.add_row(key, *(cell for name in names for cell in cells(name, key)))
     console.print(table)
 
 
+def failed_text(summary: dict[str, float], key: str = "") -> str:
+    """`failed/episodes` of the episodes behind the mean of `key` (a mixture's `<env>/...` keys
+    count their env's), empty when `summary` counts no episodes."""
+    env = key.split("/", 1)[0] + "/"
+    if f"{env}episodes" not in summary:
+        env = ""
+    episodes = summary.get(f"{env}episodes")
+    if episodes is None:
+        return ""
+    return f"{summary.get(f'{env}failed_episodes', 0.0):.0f}/{episodes:.0f}"
+
+
 def mean_text(value: float, interval: dict[str, float] | None) -> str:
-    """A mean, followed by its interval unless it has none or a zero-width one."""
+    """A mean, followed by its interval unless it has none or a zero-width one; `n/a` for a mean
+    over no episode (every one failed)."""
+    if math.isnan(value):
+        return "n/a"
     text = f"{value:.4f}"
     if interval is not None and interval["low"] != interval["high"]:
         text += f" [{interval['low']:.3f}, {interval['high']:.3f}]"
@@ -469,10 +420,13 @@ def print_markdown(console: Console, markdown: str) -> None:
 
 
 def markdown_summary(summary: dict[str, float], intervals: dict[str, dict[str, float]]) -> str:
-    """The episode means of one policy as a Markdown table, each with its interval."""
-    lines = ["| metric | mean [95% CI] |", "|---|---|"]
+    """The episode means of one policy as a Markdown table, each with its interval and the
+    failed episodes it leaves out."""
+    failed = failed_text(summary)
+    lines = ["| metric | mean [95% CI] | failed |", "|---|---|---|"]
     lines += [
-        f"| {key} | {mean_text(value, intervals.get(key))} |" for key, value in summary.items()
+        f"| {key} | {mean_text(value, intervals.get(key))} | {failed} |"
+        for key, value in summary.items()
     ]
     return "\n".join(lines) + "\n"
 
@@ -569,8 +523,8 @@ def evaluation_report(
         headline = [
             "## Headline",
             "",
-            "| env | tasks | metric | mean [95% CI] |",
-            "|---|---|---|---|",
+            "| env | tasks | metric | mean [95% CI] | failed |",
+            "|---|---|---|---|---|",
         ]
         sections = []
         for part in env.parts(tasks, groups):
@@ -589,10 +543,12 @@ def evaluation_report(
                 **entry,
             }
             if part.groups is not None:
-                value = mean_text(
-                    entry["summary"].get(metric, float("nan")), entry["intervals"].get(metric)
+                summary = entry["summary"]
+                value = mean_text(summary.get(metric, math.nan), entry["intervals"].get(metric))
+                headline.append(
+                    f"| {part.name} | {len(part.tasks)} | {metric} | {value} "
+                    f"| {failed_text(summary)} |"
                 )
-                headline.append(f"| {part.name} | {len(part.tasks)} | {metric} | {value} |")
             sections += [f"## {part.name}", "", *lines]
         if groups is not None:
             print_markdown(console, "\n".join(headline))
@@ -627,20 +583,50 @@ def evaluate_checkpoint(
     tokenizer: PreTrainedTokenizerBase | None = None,
 ) -> Path:
     """`lexrl eval`: the policy's episodes when `eval.policy` (with `backend` and `tokenizer`),
-    resumed from and saved to the evaluation folder (`evaluation_dir`, `rollout_split`), then
-    the report there (`evaluation_report`); returns the report's path."""
-    out_dir = evaluation_dir(config, checkpoint, env.evaluation_label())
-    groups = None
-    if config.eval.policy:
-        groups = rollout_split(
-            env, backend, tokenizer, config, f"eval {config.eval.split}", resume_in=out_dir
-        )
+    resumed from and saved to the evaluation folder (`evaluation_dir`, `resumable_rollout`),
+    then the report there (`evaluation_report`); returns the report's path, or raises
+    `EvaluationFailed` once it is written when too many episodes failed (`check_failures`).
+    A signal once every task is evaluated lets the report be written (a second one aborts)."""
+    settings = evaluation_settings(config, checkpoint)
+    out_dir = evaluation_dir(config, checkpoint, settings, env.evaluation_label())
     tasks = eval_tasks(env, config)
-    degenerate = None
-    if config.eval.degenerate_baselines:
-        degenerate = degenerate_baselines(
-            env, tasks, tokenizer, config.eval.seed, config.rollout.max_new_tokens
-        )
-    return evaluation_report(
-        env, tasks, groups, config, policy_name(config, checkpoint), out_dir, degenerate=degenerate
+    groups = None
+    # Baselines alone keep nothing to continue from: a signal ends them as it ends any process.
+    with SignalStop(out_dir / PARTIAL_FILE) if config.eval.policy else nullcontext() as stop:
+        if config.eval.policy:
+            groups = resumable_rollout(env, backend, tokenizer, config, settings, stop)
+        degenerate = None
+        if config.eval.degenerate_baselines:
+            degenerate = degenerate_baselines(
+                env, tasks, tokenizer, config.eval.seed, config.rollout.max_new_tokens
+            )
+        system = policy_name(config, checkpoint)
+        path = evaluation_report(env, tasks, groups, config, system, out_dir, degenerate=degenerate)
+    if groups is not None:
+        check_failures(env, tasks, groups, config.eval.max_failed_share, path)
+    return path
+
+
+def check_failures(
+    env: Env, tasks: list[Task], groups: list[Group], share: float, report: Path
+) -> None:
+    """`EvaluationFailed` naming the most common failure reasons when every episode of an env
+    failed, or more than `share` of them (a mixture's envs each on their own)."""
+    counts, reasons = [], Counter()
+    for part in env.parts(tasks, groups):
+        episodes = [t for group in part.groups for t in group.trajectories]
+        failed = [" ".join(t.failed.split())[:MAX_REASON] for t in episodes if t.failed]
+        if failed and (len(failed) == len(episodes) or len(failed) > share * len(episodes)):
+            name = f"{part.name}: " if env.member_envs() else ""
+            counts.append(f"{name}{len(failed)} of {len(episodes)}")
+            reasons.update(failed)
+    if not counts:
+        return
+    common = "; ".join(f"{count} x {reason}" for reason, count in reasons.most_common(3))
+    others = len(reasons) - 3
+    more = f" (and {others} more)" if others > 0 else ""
+    raise EvaluationFailed(
+        f"{', '.join(counts)} episodes failed (eval.max_failed_share: {share:g}), most often: "
+        f"{common}{more}; the report {report} counts them beside every mean: fix the cause, "
+        "then run the same command again"
     )

@@ -3,9 +3,10 @@ after training."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from lexrl.jsonl import read_appended, step_record
 
 if TYPE_CHECKING:
     from lexrl.envs.base import Env
@@ -74,11 +75,8 @@ def plot_learning_curve(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    records = [
-        json.loads(line)
-        for line in (output_dir / "metrics.jsonl").read_text().splitlines()
-        if line.strip()
-    ]
+    metrics = read_appended(output_dir / "metrics.jsonl", step_record)
+    records = [record for _, record in metrics]
     steps = [r["step"] for r in records]
     figure, axis = plt.subplots(figsize=(7, 4))
     curves = [("reward/total", "train reward"), ("env/mas_recall", "train MAS recall")]

@@ -24,6 +24,7 @@ from rich.console import Console
 from tqdm.auto import tqdm
 
 from lexrl.config import Config, LoggingConfig
+from lexrl.jsonl import read_appended, step_record
 from lexrl.secrets import scrub, scrub_tree, write_text
 
 console = Console(stderr=True)
@@ -74,14 +75,12 @@ class RunLogger:
             self._wandb = None
 
     def truncate_after(self, step: int) -> None:
-        """Drop the lines a crashed run wrote after its last checkpoint; they are redone."""
+        """Drop the lines a crashed run wrote after its last checkpoint; they are redone. A last
+        line the crash cut is dropped too (`lexrl.jsonl.read_appended`)."""
         for path in (self.metrics_path, self.samples_path):
             if self.enabled and path.is_file():
-                kept = [
-                    line
-                    for line in path.read_text(encoding="utf-8").splitlines()
-                    if json.loads(line)["step"] <= step
-                ]
+                records = read_appended(path, step_record)
+                kept = [line for line, record in records if record["step"] <= step]
                 write_text(path, "".join(line + "\n" for line in kept))
 
     def log(self, step: int, metrics: dict[str, float]) -> None:

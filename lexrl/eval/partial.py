@@ -1,0 +1,244 @@
+"""What lets a stopped `lexrl eval` continue: its partial file and the signals that stop it.
+
+Tasks are evaluated in chunks, each appended once done to `PARTIAL_FILE` in the evaluation's
+folder; the same command run again reads the chunks back and samples only the others. The file
+opens with the evaluation's settings (those its folder's name hashes) and is read back only under
+the same ones: a chunk sampled from another policy would otherwise be averaged with this one's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Coroutine
+from dataclasses import asdict
+from pathlib import Path
+from types import FrameType
+from typing import Any, NamedTuple, TypeVar
+
+from lexrl.envs.data import DatasetError
+from lexrl.errors import LexrlError
+from lexrl.jsonl import read_appended
+from lexrl.secrets import write_text
+from lexrl.types import Group, Task, Trajectory
+
+T = TypeVar("T")
+
+PARTIAL_FILE = "partial.jsonl"
+"""The tasks an unfinished `lexrl eval` has evaluated, in its evaluation folder: a first line
+`{"settings": ...}`, then one task a line as in `eval_<split>.jsonl`, with the `chunk` it was
+sampled in. Removed once the report is written."""
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class EvaluationInterrupted(LexrlError):
+    """SIGTERM or SIGINT stopped an evaluation; what it had evaluated is in its `PARTIAL_FILE`,
+    and the same command continues from there. Exits 128 + the signal's number, as a process
+    the signal had killed would (130 for SIGINT, 143 for SIGTERM)."""
+
+    kind = "run"
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class PartialOfOtherSettings(LexrlError):
+    """A `PARTIAL_FILE` was written under other settings than the evaluation asked for now."""
+
+    kind = "run folder"
+
+
+class SavedTask(NamedTuple):
+    """A task line of a partial file."""
+
+    chunk: int
+    task: dict[str, Any]
+    trajectories: list[Trajectory]
+
+
+class SignalStop:
+    """Within `with` (in the main thread; elsewhere the signals keep their handlers), SIGTERM or
+    SIGINT stops the evaluation between two chunks or cancels the chunk in progress
+    (`cancellable`); the evaluation then ends with `EvaluationInterrupted` where it calls
+    `check`. A second signal aborts at once.
+
+    The handler only records the signal and asks the event loop of the chunk in progress, if any,
+    to cancel it. Raising from the handler would surface in whatever the main thread runs at that
+    moment: an asyncio callback or the shutdown of a chunk's event loop, where asyncio logs it as
+    a traceback of its own, or an object's `__del__`, where it is swallowed and the evaluation
+    goes on."""
+
+    def __init__(self, partial: Path):
+        self.partial = partial
+        self.signum: int | None = None
+        self._chunk: asyncio.Task | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> SignalStop:
+        if threading.current_thread() is threading.main_thread():
+            # A signal the process was started ignoring (SIGINT of a background job) stays so.
+            self._previous = {
+                signum: signal.signal(signum, self._record)
+                for signum in STOP_SIGNALS
+                if signal.getsignal(signum) is not signal.SIG_IGN
+            }
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:
+            self._abort(signum)
+        self.signum = signum
+        if self._chunk is not None:
+            # Queues the call and wakes the loop, nothing more: safe from a handler, which may run
+            # in the middle of the loop's own code.
+            self._chunk.get_loop().call_soon_threadsafe(self._chunk.cancel)
+
+    def _abort(self, signum: int) -> None:
+        """End the process now: a second signal says not to wait. Every chunk in the partial file
+        is whole, bar a last line cut mid-write, which the next run drops."""
+        print(
+            f"\ninterrupted ({signal.Signals(signum).name} again): aborted; the tasks done are "
+            f"kept in {self.partial}: run the same command again to continue from there",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.stdout.flush()
+        os._exit(128 + signum)
+
+    async def cancellable(self, coroutine: Coroutine[Any, Any, T]) -> T | None:
+        """What `coroutine` returns, run as a task a signal cancels; None once a signal came."""
+        self._chunk = asyncio.current_task()
+        try:
+            if self.signum is None:
+                return await coroutine
+        except asyncio.CancelledError:
+            if self.signum is None:
+                raise
+        finally:
+            self._chunk = None
+            # Not awaited when the signal came first; closing it spares a "never awaited" warning.
+            coroutine.close()
+        return None
+
+    def check(self, done: int, total: int) -> None:
+        """`EvaluationInterrupted` if a signal came, `done` of the `total` tasks being kept."""
+        if self.signum is None:
+            return
+        raise EvaluationInterrupted(
+            f"{signal.Signals(self.signum).name}: evaluation stopped after {done} of {total} "
+            f"tasks, kept in {self.partial} (partial); run the same command again to continue "
+            "from there",
+            self.signum,
+        )
+
+
+def resume_partial(
+    partial: Path, chunks: list[list[Task]], settings: dict[str, Any]
+) -> dict[int, list[Group]]:
+    """The groups of each chunk `partial` holds whole, with the very tasks it has now (a chunk
+    of other tasks, or cut short, is sampled again); `partial` is rewritten to hold `settings`
+    and just them. A partial file of other settings is refused (`PartialOfOtherSettings`)."""
+    settings = as_json(settings)
+    lines = [record for _, record in read_appended(partial, partial_record)]
+    if lines:
+        refuse_other_settings(partial, lines[0], settings)
+    saved: dict[int, list[SavedTask]] = {}
+    for number, record in enumerate(lines[1:], start=2):
+        if not isinstance(record, SavedTask):
+            raise DatasetError(f"{partial}:{number}: a second settings line: remove the file")
+        saved.setdefault(record.chunk, []).append(record)
+    done = {}
+    for index, chunk in enumerate(chunks):
+        records = saved.get(index, [])
+        if [record.task for record in records] == [as_json(asdict(t)) for t in chunk]:
+            done[index] = [
+                Group(task, record.trajectories)
+                for task, record in zip(chunk, records, strict=True)
+            ]
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    kept = "".join(groups_jsonl(done[index], chunk=index) for index in done)
+    write_text(partial, json.dumps({"settings": settings}, ensure_ascii=False) + "\n" + kept)
+    if done:
+        count = sum(len(groups) for groups in done.values())
+        print(f"resuming: {count} of {sum(map(len, chunks))} tasks read from {partial}")
+    return done
+
+
+def partial_record(value: object) -> dict[str, Any] | SavedTask:
+    """A line of a partial file: the settings (an object) or a task with its trajectories."""
+    if not isinstance(value, dict):
+        raise TypeError(f"an object expected, got {str(value)[:80]}")
+    if value.keys() == {"settings"}:
+        return value["settings"]
+    trajectories = [Trajectory.from_json(json.dumps(t)) for t in value["trajectories"]]
+    return SavedTask(value["chunk"], value["task"], trajectories)
+
+
+def refuse_other_settings(
+    partial: Path, recorded: dict[str, Any] | SavedTask, settings: dict[str, Any]
+) -> None:
+    """`PartialOfOtherSettings` naming the settings that differ, unless `recorded` (the first
+    line of `partial`) is `settings`."""
+    if recorded == settings:
+        return
+    if isinstance(recorded, SavedTask):
+        why = "it has no settings line (written by an older lexrl)"
+    else:
+        old, new = flat(recorded), flat(settings)
+        keys = sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+        shown = [f"{key}: {old.get(key)!r} there, {new.get(key)!r} now" for key in keys[:3]]
+        more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+        why = "; ".join(shown) + more
+    raise PartialOfOtherSettings(
+        f"{partial} holds tasks evaluated under other settings ({why}): run with its settings "
+        "to continue it, or delete it to evaluate afresh"
+    )
+
+
+def flat(value: object, prefix: str = "") -> dict[str, object]:
+    """A nested dict by dotted key (`rollout.max_new_tokens`)."""
+    if not isinstance(value, dict) or not value:
+        return {prefix.removesuffix("."): value}
+    return {
+        key: leaf
+        for name, item in value.items()
+        for key, leaf in flat(item, f"{prefix}{name}.").items()
+    }
+
+
+def as_json(value: T) -> T:
+    """`value` as it reads back from JSON (tuples become lists, keys strings)."""
+    return json.loads(json.dumps(value, ensure_ascii=False))
+
+
+def groups_jsonl(
+    groups: list[Group], extra: list[list[dict]] | None = None, chunk: int | None = None
+) -> str:
+    """One task a line with its trajectories; `extra[g][t]` is merged into trajectory t of
+    group g (e.g. the final ranking), and `chunk` (`PARTIAL_FILE`) is added to each line."""
+    lines = []
+    for g, group in enumerate(groups):
+        trajectories = [json.loads(t.to_json()) for t in group.trajectories]
+        if extra is not None:
+            for t, trajectory in enumerate(trajectories):
+                trajectory.update(extra[g][t])
+        record = {"task": asdict(group.task), "trajectories": trajectories}
+        if chunk is not None:
+            record = {"chunk": chunk, **record}
+        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+    return "".join(lines)
