@@ -34,10 +34,24 @@ def _same_update(one: dict, two: dict) -> None:
         one["metrics"]["loss/grad_norm"], rel=1e-4
     )
     assert two["metrics"]["loss/policy"] == pytest.approx(one["metrics"]["loss/policy"], rel=1e-4)
-    # Adam turns float-order noise in near-zero gradients into up to ~0.2% of a step (lr = 1e-2).
     assert one["lora"].keys() == two["lora"].keys()
     for name, weight in one["lora"].items():
-        assert torch.allclose(weight, two["lora"][name], rtol=0, atol=1e-4), name
+        tolerance = _first_adam_step_tolerance(one["grads"].get(name))
+        assert (weight - two["lora"][name]).abs().le(tolerance).all(), name
+
+
+def _first_adam_step_tolerance(grad: torch.Tensor | None) -> torch.Tensor | float:
+    """How far the weights after one AdamW step (lr 1e-2, eps 1e-8, no weight decay) may differ
+    when the gradient differs by the float-order noise the gradient checks allow
+    (delta = 1e-4 |g| + 1e-7). The first step is lr * g / (|g| + eps), whose slope in g is
+    lr * eps / (|g| + eps)^2: tiny for a clear gradient, up to a full step (2 lr between signs)
+    for one at noise level, whose direction the summation order decides on each CPU."""
+    lr, eps = 1e-2, 1e-8
+    if grad is None:
+        return 1e-6
+    g = grad.abs().float()
+    delta = 1e-4 * g + 1e-7
+    return (lr * eps * delta / (g + eps) ** 2).clamp(max=2 * lr) + 1e-6
 
 
 @pytest.mark.slow

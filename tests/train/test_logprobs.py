@@ -79,8 +79,13 @@ def test_gradients_equal_the_full_log_softmax_with_and_without_checkpointing(
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         assert policy.get_base_model().is_gradient_checkpointing
     loss, grads = _loss_and_grads(policy, batch, chunk_tokens=4)
-    torch.testing.assert_close(loss, expected_loss, rtol=0, atol=1e-5)
+    # Float-order noise scales with the values summed: a loss of ~50 over fp32 tokens, and each
+    # gradient relative to its largest element (no test may depend on one CPU's rounding).
+    torch.testing.assert_close(loss, expected_loss, rtol=1e-5, atol=0)
     assert grads.keys() == expected.keys() and grads
     for name in grads:
-        assert expected[name].abs().max() > 0, name
-        torch.testing.assert_close(grads[name], expected[name], rtol=0, atol=1e-5, msg=name)
+        scale = expected[name].abs().max()
+        assert scale > 0, name
+        torch.testing.assert_close(
+            grads[name], expected[name], rtol=1e-5, atol=1e-5 * scale.item(), msg=name
+        )
