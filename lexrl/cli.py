@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -225,6 +226,9 @@ def _plan(config: Config, args: argparse.Namespace) -> None:
     from lexrl.train.plan import gpu_for
     from lexrl.train.plan_report import PlanError, make_plan, plan_json, render, token_profile
 
+    for flag, value in (("--episodes", args.episodes), ("--turns", args.turns)):
+        if value < 1:
+            raise PlanError(f"{flag} {value}: give at least 1")
     try:
         gpu = gpu_for(args.gpu_memory, args.gpu)
         profile, note = token_profile(
@@ -298,6 +302,58 @@ def _index(config: Config) -> None:
     )
 
 
+class RunFolderError(LexrlError):
+    """`run.output_dir` cannot hold a run's files: it is a file, lies under one, or cannot be
+    created or written."""
+
+    kind = "run folder"
+
+
+def check_output_dir(output_dir: str) -> None:
+    """Refuse, before anything is loaded, a `run.output_dir` that is or lies under a file, or
+    whose nearest existing folder cannot be written. The probe creates and removes a folder:
+    permission bits say nothing of a read-only file system, or to root. Nothing is left behind,
+    so a run refused later leaves no run folder."""
+    folder = existing = Path(output_dir)
+    try:
+        existing = next(path for path in (folder, *folder.parents) if path.exists())
+        if not existing.is_dir():
+            raise RunFolderError(
+                f"`run.output_dir` {folder}: {existing} is a file, not a folder; set another "
+                "`run.output_dir` or move the file"
+            )
+        os.rmdir(tempfile.mkdtemp(prefix=".lexrl-probe-", dir=existing))
+    except OSError as error:
+        raise RunFolderError(
+            f"`run.output_dir` {folder} cannot be written ({error.strerror} in {existing}); "
+            "set another `run.output_dir` or make it writable"
+        ) from None
+
+
+def _check_port(port: int, lowest: int) -> None:
+    if not lowest <= port <= 65535:
+        raise ConfigError(f"--port {port}: out of range; give a port from {lowest} to 65535")
+
+
+def _compare(args: argparse.Namespace, overrides: list[str]) -> None:
+    """Print the comparison, and write it to `--out` (its folder created as needed)."""
+    from lexrl.eval.compare import compare_reports
+
+    if overrides:
+        raise ConfigError(
+            f"compare: unknown argument(s) {' '.join(overrides)}; it takes A, B and --out"
+        )
+    markdown = compare_reports(args.a, args.b)
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(markdown, encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"--out {out}: cannot be written ({error.strerror})") from None
+    print(markdown)
+
+
 def _close_progress_bars() -> None:
     """End every progress bar still drawn, so the error starts a line of its own instead of
     being glued to a bar the failure interrupted."""
@@ -352,37 +408,27 @@ def _run(argv: list[str] | None) -> None:
                 print(f"{name:10s} {description}")
         return
     if args.command == "compare":
-        from lexrl.eval.compare import compare_reports
-
-        if overrides:
-            print(f"compare: unknown arguments {' '.join(overrides)}", file=sys.stderr)
-            raise SystemExit(2)
-
-        try:
-            markdown = compare_reports(args.a, args.b)
-        except (OSError, ValueError) as error:
-            print(f"compare: {error}", file=sys.stderr)
-            raise SystemExit(2) from None
-        print(markdown)
-        if args.out:
-            Path(args.out).write_text(markdown, encoding="utf-8")
+        _compare(args, overrides)
         return
     config = _load(args.config, overrides)
     if args.command == "plan":
         _plan(config, args)
     elif args.command == "train":
+        check_output_dir(config.run.output_dir)
         from lexrl.train.run_lock import run_folder_lock
         from lexrl.train.trainer import train
 
         with run_folder_lock(config.run.output_dir):
             train(config)
     elif args.command == "eval":
+        check_output_dir(config.run.output_dir)
         _evaluate(config, args.checkpoint)
     elif args.command == "index":
         _index(config)
     elif args.command == "audit":
         _audit(config, args)
     elif args.command == "serve":
+        _check_port(args.port, lowest=1)
         import torch
         from accelerate import Accelerator
         from transformers import AutoConfig
@@ -401,6 +447,7 @@ def _run(argv: list[str] | None) -> None:
     elif args.command == "serve-env":
         from lexrl.integrations.openenv_server import serve_env
 
+        _check_port(args.port, lowest=0)
         if args.max_sessions < 1:
             raise ConfigError(f"--max-sessions {args.max_sessions}: give at least 1")
         serve_env(config, args.host, args.port, args.split, args.max_sessions)
@@ -410,6 +457,8 @@ def _run(argv: list[str] | None) -> None:
         from lexrl.rollout.engine import run_groups
         from lexrl.rollout.policy import Policy
 
+        if args.out is None:
+            check_output_dir(config.run.output_dir)
         env, backend, tokenizer = _policy_from_checkpoint(config, args.checkpoint)
         torch.manual_seed(config.run.seed)
         tasks = env.tasks(args.split)[: args.num_tasks]

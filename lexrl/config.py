@@ -18,7 +18,6 @@ import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import draccus
 import yaml
@@ -40,7 +39,7 @@ from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
 from lexrl.errors import ConfigError
-from lexrl.secrets import remember
+from lexrl.secrets import URL, check_url, remember
 
 
 @dataclass
@@ -315,6 +314,13 @@ class EvalConfig:
     trained policy should beat the best of them, not only the untrained base."""
     bootstrap_resamples: int = 2000
     """Bootstrap resamples of the tasks for the 95% intervals."""
+    max_failed_share: float = 0.5
+    """`lexrl eval` writes its report, then ends with a run error (exit 9) naming the most
+    common failure reasons when more than this share of an env's episodes failed (the policy's
+    endpoint or a judge down, a wrong key), or all of them. Past half, the means describe a
+    minority of the tasks, and not a random one (the longest prompts time out first), so they
+    no longer stand for the policy; a few lost calls still give a report. 1: only when every
+    episode failed."""
 
 
 @dataclass
@@ -553,6 +559,7 @@ BOUNDS: dict[str, Bound] = {
     "eval.samples_per_task": _AT_LEAST_1,
     "eval.seed": _SEED,
     "eval.bootstrap_resamples": _AT_LEAST_1,
+    "eval.max_failed_share": Bound(0, 1),
     "logging.log_every": _AT_LEAST_1,
     "logging.samples_every": _AT_LEAST_0,
     "run.seed": _SEED,
@@ -643,12 +650,18 @@ def _strings(value: object, path: str) -> Iterator[tuple[str, str]]:
         yield path, value
 
 
+_URL_FIELD = re.compile(r"(url|urls\[\d+\]|endpoint)$")
+"""The fields that hold an endpoint's URL (`rollout.base_url`, `rollout.vllm_urls[0]`, each
+judge's `base_url`, `env.statute.retrieval.dense_endpoint`, ...):
+`tests/test_urls.py` fails for a URL-valued field this misses."""
+
+
 def check_no_credentials(config: Config) -> None:
     """Refuse a config that carries a key instead of naming its environment variable: an
-    `*api_key_env` that is no upper-case variable name (an `sk-...` or `hf_...` key is not), or an
-    http(s) URL with `user:password@` or a query string (`?key=...`). The error names the field,
-    never the value, which may be the key."""
-    hint = "put the key in an environment variable and name it in `api_key_env`"
+    `*api_key_env` that is no upper-case variable name (an `sk-...` or `hf_...` key is not), an
+    endpoint URL with `user:password@` or a query string (`?key=...`), or any other value with a
+    URL that carries `user:password@` or a key-like query parameter (`lexrl.secrets.check_url`),
+    whatever the case of its scheme. The error names the field, never the value."""
     for path, value in _strings(config, ""):
         if path.endswith("api_key_env") and value and not _VARIABLE_NAME.fullmatch(value):
             raise ConfigError(
@@ -656,12 +669,10 @@ def check_no_credentials(config: Config) -> None:
             )
         if path.endswith("api_key_env"):
             remember(value)
-        if value.startswith(("http://", "https://")):
-            url = urlsplit(value)
-            if url.username is not None or url.password is not None:
-                raise ConfigError(f"`{path}` carries credentials (`user:password@`): {hint}")
-            if url.query:
-                raise ConfigError(f"`{path}` has a query string, where keys travel: {hint}")
+        if _URL_FIELD.search(path) and value:
+            check_url(value, f"`{path}`")
+        for url in URL.findall(value):
+            check_url(url, f"`{path}`", query_allowed=True)
 
 
 def validate(config: Config) -> Config:
@@ -689,6 +700,8 @@ def validate(config: Config) -> Config:
                 f"{', '.join(DEBATE_SYSTEMS)}"
             )
     env_names = validate_mix(config.env)
+    if "statute" in env_names and config.env.statute.dataset == "jsonl":
+        check_queries_path(config.env.statute.queries_path)
     if (
         "debate" in env_names
         and config.env.debate.reward_mode == "adversarial"
@@ -717,6 +730,18 @@ def validate(config: Config) -> Config:
             f"dapo`, not {grpo.epsilon_high} (DAPO's clip-higher)"
         )
     return config
+
+
+def check_queries_path(path: str) -> None:
+    """Refuse a `jsonl` statute query path that `str.format(split=...)` cannot fill: a `{`
+    other than `{split}` (the loader would fail on it with a KeyError, far from the config)."""
+    try:
+        path.format(split="train")
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as error:
+        raise ConfigError(
+            f"`env.statute.queries_path` {path!r}: `{{split}}` is the only field it may hold "
+            f"({type(error).__name__}: {error}); write a literal brace as `{{{{` or `}}}}`"
+        ) from None
 
 
 def validate_mix(env: EnvConfig) -> list[str]:
@@ -820,6 +845,41 @@ def _override_names(overrides: list[str]) -> list[str]:
     return [token[2:].split("=", 1)[0] for token in overrides if token.startswith("--")]
 
 
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+"""What argparse reads as a value although it starts with `-` (its own pattern)."""
+
+
+def _is_option(token: str) -> bool:
+    """Whether argparse takes `token` for an option rather than a value."""
+    return (
+        token.startswith("-")
+        and len(token) > 1
+        and not _NEGATIVE_NUMBER.match(token)
+        and " " not in token
+    )
+
+
+def check_override_shape(overrides: list[str]) -> None:
+    """Refuse in one line what argparse would answer with draccus' hundred-line usage: a `--key`
+    without its value, and a token that is neither `--key`, `--key=value` nor a value."""
+    needing_value = None
+    for token in overrides:
+        if needing_value is not None:
+            if _is_option(token):
+                raise ConfigError(f"option {needing_value} needs a value before {token}")
+            needing_value = None
+        elif token in ("-h", "--help"):
+            continue
+        elif not _is_option(token) or not token.startswith("--") or token == "--":
+            raise ConfigError(
+                f"unexpected argument {token!r}: give options as `--section.key value`"
+            )
+        elif "=" not in token:
+            needing_value = token
+    if needing_value is not None:
+        raise ConfigError(f"option {needing_value} needs a value")
+
+
 def check_option_names(overrides: list[str]) -> None:
     """Refuse an unknown `--key` in one line with the closest real key, before draccus would
     print its hundred-line usage."""
@@ -856,6 +916,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     data = read_yaml(path) if path is not None else {}
     check_moved_keys(data, path)
     check_option_names(args)
+    check_override_shape(args)
     parser = ArgumentParser(
         config_class=Config,
         # draccus reads the file again, and fails on an empty one.
@@ -869,6 +930,13 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         value = (error.problem_mark.buffer or "").rstrip("\0") if error.problem_mark else ""
         raise ConfigError(
             f"command-line value {value!r} is not valid YAML ({error.problem})"
+        ) from None
+    except yaml.reader.ReaderError as error:
+        # YAML refuses control characters before parsing, so no mark says where.
+        value = next((token for token in args if chr(error.character) in token), "")
+        raise ConfigError(
+            f"command-line value {value!r} is not valid YAML (character "
+            f"#x{error.character:04x}: {error.reason})"
         ) from None
     except (draccus.utils.DecodingError, ValueError) as error:
         key = ".".join(str(part) for part in getattr(error, "key_path", ()))

@@ -5,7 +5,9 @@ A config names the variable holding a key (`api_key_env`), never the key (`lexrl
 refuses a config that carries credentials). `resolve_api_key` is the one place keys are read; it
 remembers the variable, so that `scrub` can mask the values of every variable read so far, and
 of WANDB_API_KEY, in any text: a server may echo the Authorization header into its error body,
-which the `openai` client puts into the exception's message.
+which the `openai` client puts into the exception's message. `scrub` also masks what a URL
+carries in any text (`user:password@`, key-like query parameters), whatever its scheme's case:
+an httpx or openai error may quote the URL it was given.
 """
 
 from __future__ import annotations
@@ -20,6 +22,79 @@ from lexrl.errors import ConfigError
 
 MASK = "***"
 _secret_variables: set[str] = {"WANDB_API_KEY"}
+
+
+CREDENTIAL_PARAMETERS = (
+    "key",
+    "api_key",
+    "apikey",
+    "token",
+    "access_token",
+    "auth",
+    "secret",
+    "client_secret",
+    "password",
+    "passwd",
+    "pwd",
+    "sig",
+    "signature",
+)
+"""Query parameters that carry a credential, compared lower-cased with `-` read as `_`. So does
+any parameter whose name ends in one of `CREDENTIAL_ENDINGS` (`x-api-key`, `subscription-key`,
+`X-Amz-Signature`, `refresh_token`): `scrub` masks their values, `check_url` refuses them."""
+CREDENTIAL_ENDINGS = ("key", "token", "secret", "password", "signature", "credential")
+
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://(?:[^\s'\"<>`]*[^\s'\"<>`:,.;!?)\]}])?")
+"""A URL in free text, of any scheme in any case (`HTTP://` reaches httpx as `http://` does);
+it ends before whitespace, a quote, or the punctuation that closes a sentence or a clause."""
+_USERINFO = re.compile(r"^([^:]*://)[^/?#]*@")
+_PARAMETER = re.compile(r"([?&;])([^=&#?;\s'\"<>`]+)=([^&#;\s'\"<>`]*)")
+
+
+def is_credential_parameter(name: str) -> bool:
+    """Whether a URL query parameter of this name carries a credential (`CREDENTIAL_PARAMETERS`)."""
+    name = name.lower().replace("-", "_")
+    return name in CREDENTIAL_PARAMETERS or name.endswith(CREDENTIAL_ENDINGS)
+
+
+def _parameters(url: str) -> list[str]:
+    query = url.partition("?")[2].partition("#")[0]
+    return [part.partition("=")[0] for part in re.split("[&;]", query) if part]
+
+
+def check_url(url: str, where: str, query_allowed: bool = False) -> None:
+    """Refuse (ConfigError naming `where`, never the value) a URL that carries credentials: a
+    `user:password@` in any scheme's case, or a key-like query parameter; and, unless
+    `query_allowed`, any query string, where keys travel too. A URL without `scheme://` is read
+    as starting with its host."""
+    hint = "put the key in an environment variable and name it in `api_key_env`"
+    rest = url.strip().split("://", 1)[-1]
+    if "@" in re.split("[/?#]", rest, maxsplit=1)[0]:
+        raise ConfigError(f"{where} carries credentials (`user:password@`): {hint}")
+    names = _parameters(rest)
+    keys = [name for name in names if is_credential_parameter(name)]
+    if keys:
+        # Only a listed name is shown: another one could be a key written without `=`.
+        listed = [n for n in keys if n.lower().replace("-", "_") in CREDENTIAL_PARAMETERS]
+        shown = f" (`{listed[0]}=`)" if listed else ""
+        raise ConfigError(f"{where} has a query string with a credential{shown}: {hint}")
+    if "?" in rest and not query_allowed:
+        raise ConfigError(f"{where} has a query string, where keys travel: {hint}")
+
+
+def scrub_urls(text: str) -> str:
+    """`text` with the `user:password@` of every URL and the value of every key-like query
+    parameter (`is_credential_parameter`) replaced by `***`."""
+    return URL.sub(lambda match: _masked_url(match.group()), text)
+
+
+def _masked_url(url: str) -> str:
+    def mask(match: re.Match) -> str:
+        separator, name, value = match.groups()
+        masked = MASK if value and is_credential_parameter(name) else value
+        return f"{separator}{name}={masked}"
+
+    return _PARAMETER.sub(mask, _USERINFO.sub(rf"\1{MASK}@", url))
 
 
 def remember(api_key_env: str) -> None:
@@ -54,8 +129,9 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 def scrub(text: str) -> str:
     """`text` with the current values of WANDB_API_KEY and of every variable `resolve_api_key`
-    has read masked."""
-    return redact(text, (os.environ.get(name, "") for name in tuple(_secret_variables)))
+    has read masked, and the credentials of every URL in it (`scrub_urls`)."""
+    values = (os.environ.get(name, "") for name in tuple(_secret_variables))
+    return scrub_urls(redact(text, values))
 
 
 def scrub_tree(value: Any) -> Any:

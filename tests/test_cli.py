@@ -400,3 +400,86 @@ def test_env_stats_take_options_without_a_config_file():
     stats = json.loads(result.stdout)
     assert stats["questions"] == 198 and stats["yes_no"] + stats["abcd"] == 198
     assert 0 < stats["random_baseline"] < stats["prior_baseline"] < 1
+
+
+DEMO = str(Path(__file__).parents[1] / "configs" / "demo_cpu.yaml")
+
+
+def _fails(capsys, argv: list[str]) -> tuple[int, str]:
+    """The exit code and the first stderr line of `lexrl <argv>` run in this process."""
+    from lexrl.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    return stop.value.code, err.splitlines()[0]
+
+
+def _read_only_folder(tmp_path: Path) -> Path:
+    """A folder this process cannot create anything in: a chmod-ed one, or for root, whom
+    permission bits do not stop, /sys."""
+    import os
+    import tempfile
+
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if not os.access(folder, os.W_OK):
+        return folder
+    try:
+        os.rmdir(tempfile.mkdtemp(dir="/sys"))
+    except OSError:
+        return Path("/sys")
+    pytest.skip("no read-only folder to test with")
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "rollout"])
+def test_an_output_dir_that_is_a_file_is_a_run_folder_error(tmp_path, capsys, command):
+    (tmp_path / "taken").write_text("a file\n")
+    for output_dir in (tmp_path / "taken", tmp_path / "taken" / "run"):
+        code, line = _fails(capsys, [command, DEMO, "--run.output_dir", str(output_dir)])
+        assert code == 7, line
+        assert line == (
+            f"run folder error: `run.output_dir` {output_dir}: {tmp_path / 'taken'} is a file, "
+            "not a folder; set another `run.output_dir` or move the file"
+        )
+
+
+def test_an_output_dir_that_cannot_be_written_is_a_run_folder_error(tmp_path, capsys):
+    folder = _read_only_folder(tmp_path)
+    code, line = _fails(capsys, ["train", DEMO, "--run.output_dir", str(folder / "run")])
+    assert code == 7, line
+    assert line.startswith(f"run folder error: `run.output_dir` {folder / 'run'} cannot be written")
+    assert str(folder) in line and "set another `run.output_dir`" in line
+    assert not (folder / "run").exists()
+
+
+def test_the_output_dir_check_leaves_nothing_behind(tmp_path):
+    from lexrl.cli import check_output_dir
+
+    check_output_dir(str(tmp_path / "new" / "run"))
+    check_output_dir(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "port"), [("serve-env", 70000), ("serve-env", -1), ("serve", 0)]
+)
+def test_a_port_out_of_range_is_a_config_error(capsys, command, port):
+    code, line = _fails(capsys, [command, DEMO, "--port", str(port)])
+    assert code == 2
+    assert line.startswith(f"config error: --port {port}: out of range; give a port from")
+
+
+@pytest.mark.parametrize("value", ["0", "-8", "nan", "inf", "0.5"])
+def test_plan_refuses_a_gpu_memory_below_1_gib(capsys, value):
+    code, line = _fails(capsys, ["plan", DEMO, "--gpu-memory", value])
+    assert code == 8
+    assert line.startswith(f"plan error: --gpu-memory {float(value):g}: give the GPU's memory")
+
+
+@pytest.mark.parametrize("flag", ["--episodes", "--turns"])
+def test_plan_refuses_no_episodes_or_turns(capsys, flag):
+    code, line = _fails(capsys, ["plan", DEMO, flag, "0"])
+    assert (code, line) == (8, f"plan error: {flag} 0: give at least 1")

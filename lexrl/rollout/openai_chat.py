@@ -27,7 +27,7 @@ import openai
 from lexrl.errors import ConfigError
 from lexrl.rewards.judge import DiskCache, make_async_client
 from lexrl.rollout.backend import Completion, EpisodeCallFailed, Sampling, current_call
-from lexrl.secrets import resolve_api_key, scrub
+from lexrl.secrets import check_url, resolve_api_key, scrub
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,9 @@ class OpenAIChatBackend:
     def __init__(self, endpoint: ChatEndpoint):
         if not endpoint.base_url:
             raise ConfigError("`rollout.backend: openai` needs `rollout.base_url`")
+        # The openai client would send a URL's `user:password@` as Basic auth in place of the
+        # key in `api_key_env`, where an echoing server puts it into replies and the cache.
+        check_url(endpoint.base_url, "`rollout.base_url`")
         self.endpoint = endpoint
         self.api_key = resolve_api_key(endpoint.api_key_env, "rollout.api_key_env")
         self.cache = DiskCache(endpoint.cache_dir) if endpoint.cache_dir else None

@@ -44,6 +44,7 @@ import openai
 from lexrl.errors import ConfigError
 from lexrl.retrieval.endpoints import EndpointError
 from lexrl.rollout.backend import Completion, Sampling
+from lexrl.secrets import check_url
 
 # `/health` polls while a replica is down: soon after it comes back, without hammering it.
 HEALTH_POLL_S = 0.5
@@ -94,6 +95,9 @@ class VLLMServerBackend:
     ):
         if not base_urls:
             raise ConfigError("vllm-server needs at least one URL (`rollout.vllm_urls`)")
+        for index, url in enumerate(base_urls):
+            # httpx sends a URL's `user:password@` as Basic auth; lexrl's servers take no key.
+            check_url(url, f"`rollout.vllm_urls[{index}]`")
         self.base_urls = [url.rstrip("/") for url in base_urls]
         self.served_model = served_model
         self.max_retries = max_retries

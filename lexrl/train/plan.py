@@ -10,6 +10,7 @@ it comes from; the activation model is checked against measured peaks of a real
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 GiB = 2**30
@@ -129,7 +130,13 @@ GPUS = {
 
 def gpu_for(memory_gib: float | None, name: str | None = None) -> Gpu:
     """The named GPU, or the one whose memory `--gpu-memory` gives (24: an RTX 4090, 80: an
-    H100, more: an H200), with its memory set to exactly `memory_gib` GiB."""
+    H100, more: an H200), with its memory set to exactly `memory_gib` GiB (at least 1: a plan
+    divides by it)."""
+    # Written as what passes, so that NaN fails too.
+    if memory_gib is not None and not 1 <= memory_gib < math.inf:
+        raise ValueError(
+            f"--gpu-memory {memory_gib:g}: give the GPU's memory in GiB, at least 1 (e.g. 24, 80)"
+        )
     if name is None:
         if memory_gib is None:
             name = "h100"

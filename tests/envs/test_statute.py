@@ -163,6 +163,54 @@ def test_jsonl_dataset_errors_name_file_and_line(tmp_path):
         StatuteEnv.from_config(config)
 
 
+def test_bytes_that_are_not_utf8_name_the_file_and_line(tmp_path):
+    from lexrl.envs.statute.data import load_csaid, load_jsonl, load_stard, load_stopwords
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"id": 1, "name": "A", "content": "deposit"}\n')
+    # Past the reader's 8 KiB buffer, whose offsets are not the file's.
+    lines = [f'{{"id": "q{n}", "query": "q", "gold": [1]}}' for n in range(400)]
+    lines.insert(300, '{"id": "bad", "query": "caf\xe9", "gold": [1]}')
+    for split in ("train", "test"):
+        (tmp_path / f"{split}.jsonl").write_bytes("\n".join(lines).encode("latin-1"))
+    with pytest.raises(DatasetError) as error:
+        load_jsonl(corpus, str(tmp_path / "{split}.jsonl"))
+    assert str(error.value) == (
+        f"{tmp_path / 'train.jsonl'}:301: not UTF-8 (byte 0xe9 at column 28); save the file as "
+        "UTF-8"
+    )
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'[\n{"query": "\xff"}]')
+    for load in (
+        lambda: load_stard(bad, None),
+        lambda: load_csaid(bad),
+        lambda: load_stopwords(bad),
+        lambda: load_jsonl(bad, str(tmp_path / "{split}.jsonl")),
+    ):
+        with pytest.raises(DatasetError, match=rf"^{bad}:2: not UTF-8 \(byte 0xff at column 12\)"):
+            load()
+
+
+def test_jsonl_dataset_refuses_values_of_the_wrong_type(tmp_path):
+    from lexrl.envs.statute.data import load_jsonl
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"id": 1, "name": "A", "content": "deposit"}\n')
+    queries = str(tmp_path / "{split}.jsonl")
+    for line, said in (
+        ('{"id": "a", "query": "q", "gold": 1}', "`gold` must be a list of ids, not 1"),
+        ('{"id": "a", "query": "q", "gold": [[1]]}', "`gold` must be a string or an integer"),
+        ('{"id": "a", "query": 5, "gold": [1]}', "`query` is not a string: 5"),
+        ('{"id": true, "query": "q", "gold": [1]}', "`id` must be a string or an integer"),
+        ('{"id": 1, "query": "q", "gold": []}\n{"id": "1", "query": "q", "gold": []}', "id '1'"),
+    ):
+        for split in ("train", "test"):
+            (tmp_path / f"{split}.jsonl").write_text(line + "\n")
+        with pytest.raises(DatasetError, match=r"train\.jsonl:\d: ") as error:
+            load_jsonl(corpus, queries)
+        assert said in str(error.value)
+
+
 def test_jsonl_dataset_loads(tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(

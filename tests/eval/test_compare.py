@@ -6,7 +6,13 @@ import json
 import pytest
 
 from lexrl.cli import main
-from lexrl.eval.compare import compare_markdown, find_report, overlap, report_sections
+from lexrl.eval.compare import (
+    ReportError,
+    compare_markdown,
+    find_report,
+    overlap,
+    report_sections,
+)
 
 
 def _single(mean, low, high):
@@ -71,8 +77,78 @@ def test_the_command_reads_folders_and_names_bad_input(tmp_path, capsys):
         find_report(tmp_path / "a")
     with pytest.raises(SystemExit) as stop:
         main(["compare", str(tmp_path / "a" / "eval" / "other"), str(tmp_path / "b")])
-    assert stop.value.code == 2
-    assert "not a JSON report" in capsys.readouterr().err
+    assert stop.value.code == 3
+    assert capsys.readouterr().err.startswith("data error: ")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="no eval_<split>_report.json"):
+    with pytest.raises(ReportError, match="no eval_<split>_report.json"):
         find_report(tmp_path / "empty")
+
+
+def _compare_fails(capsys, *argv: str) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as stop:
+        main(["compare", *argv])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    return stop.value.code, line
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("[1, 2]", "not an evaluation report (a JSON list, not an object"),
+        ('{"summary": [0.5]}', "`summary` is [0.5], not an object"),
+        ('{"summary": {"accuracy": "high"}}', '`summary.accuracy` is "high", not a number'),
+        ('{"summary": {"accuracy": true}}', "`summary.accuracy` is true, not a number"),
+        ('{"summary": {"a": 1}, "intervals": {"a": {"mean": 1}}}', "`intervals.a` lacks low, high"),
+        ('{"envs": {"gdpr": {"summary": {"a": null}}}}', "`envs.gdpr.summary.a` is null, not a"),
+        ('{"summary": {"a": 1' + "0" * 400 + "}}", "`summary.a` is too large for a float"),
+        ('{"summary": {"a": 1' + "0" * 5000 + "}}", "not a JSON report (Exceeds the limit"),
+        ('{"summary": \xff}', "not a JSON report (not UTF-8"),
+    ],
+    ids=[
+        "list",
+        "summary_list",
+        "text_metric",
+        "bool_metric",
+        "interval_without_bounds",
+        "null_in_env",
+        "huge_int",
+        "too_long_int",
+        "not_utf8",
+    ],
+)
+def test_a_malformed_report_is_a_data_error_naming_the_file_and_key(
+    tmp_path, capsys, content, said
+):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_single(0.5, 0.4, 0.6)))
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content.encode("latin-1"))
+    code, line = _compare_fails(capsys, str(good), str(bad))
+    assert code == 3
+    assert line.startswith(f"data error: {bad}") and said in line, line
+
+
+def test_out_into_a_missing_folder_creates_it(tmp_path, capsys):
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(_single(0.5, 0.4, 0.6)))
+    out = tmp_path / "new" / "deeper" / "compare.md"
+    main(["compare", str(report), str(report), "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert out.read_text() in printed
+    assert f"Note: A and B are the same report ({report}); there is nothing to compare." in printed
+    (tmp_path / "file").write_text("")
+    code, line = _compare_fails(
+        capsys, str(report), str(report), "--out", str(tmp_path / "file" / "x.md")
+    )
+    assert code == 2 and line.startswith(f"config error: --out {tmp_path / 'file' / 'x.md'}: ")
+
+
+def test_compare_errors_are_one_line_of_their_kind(tmp_path, capsys):
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(_single(0.5, 0.4, 0.6)))
+    assert _compare_fails(capsys, str(report), str(tmp_path / "missing")) == (
+        3,
+        f"data error: {tmp_path / 'missing'}: no such report file or folder",
+    )
+    code, line = _compare_fails(capsys, str(report), str(report), "--bootstrap", "9")
+    assert code == 2 and line.startswith("config error: compare: unknown argument(s) --bootstrap 9")

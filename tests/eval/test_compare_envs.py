@@ -32,7 +32,7 @@ def test_reports_of_other_envs_or_splits_are_refused(tmp_path, capsys, a, b, sai
         main(["compare", str(path_a), str(path_b)])
     assert stop.value.code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith(f"compare: {path_a} evaluates ")
+    assert line.startswith(f"config error: {path_a} evaluates ")
     assert str(path_b) in line and "compare reports of the same env and split" in line
     assert re.search(said, line)
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -32,9 +34,9 @@ from lexrl.envs.data import (
     DatasetError,
     check_unique,
     read_json,
-    read_jsonl,
     read_jsonl_lines,
     require_some,
+    text_field,
 )
 from lexrl.types import Task
 
@@ -46,6 +48,26 @@ class StatuteData:
     corpus_source: str
     """`corpus.jsonl (<path>)` or `gold-article union of <queries path>`."""
     notes: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def utf8(path: str | Path) -> Iterator[None]:
+    """Turn a UnicodeDecodeError met while reading `path` into a DatasetError naming
+    `path:line` and the byte, as the JSON errors name their line. The decoder's offset is into
+    its buffer, not the file, so the lines are decoded anew; a newline is never part of a UTF-8
+    sequence, so the first line that fails holds the first bad byte."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        for number, line in enumerate(Path(path).read_bytes().split(b"\n"), start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DatasetError(
+                    f"{path}:{number}: not UTF-8 (byte 0x{line[error.start]:02x} at column "
+                    f"{error.start + 1}); save the file as UTF-8"
+                ) from None
+        raise
 
 
 def _stopword_set(text: str) -> frozenset[str]:
@@ -61,12 +83,51 @@ def default_stopwords() -> frozenset[str]:
 def load_stopwords(path: str | Path) -> frozenset[str]:
     if not Path(path).is_file():
         raise DatasetError(f"stopword file not found: {path}")
-    return _stopword_set(Path(path).read_text(encoding="utf-8"))
+    with utf8(path):
+        return _stopword_set(Path(path).read_text(encoding="utf-8"))
+
+
+def _identifier(value: object, where: str, key: str) -> str | int:
+    """An id as JSON gives it: a string or an integer (bool is an int to Python, not an id)."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise DatasetError(f"{where}: `{key}` must be a string or an integer, not {value!r:.60}")
+    return value
+
+
+def _identifiers(value: object, where: str, key: str) -> list[str | int]:
+    if not isinstance(value, list):
+        raise DatasetError(f"{where}: `{key}` must be a list of ids, not {value!r:.60}")
+    return [_identifier(item, where, key) for item in value]
+
+
+def _strings(value: object, where: str, key: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise DatasetError(f"{where}: `{key}` must be a list of strings, not {value!r:.60}")
+    return value
 
 
 def default_stard_split() -> Path:
     """The 1,234/309 query_id split later work uses (from the LeCoQA release, MIT), shipped here."""
     return Path(str(resources.files("lexrl.envs.statute") / "stard_split.json"))
+
+
+def _check_stard_query(record: object, where: str) -> None:
+    """DatasetError naming `where` and the key for a query of STARD's file that lacks a key or
+    holds a value of another type."""
+    if not isinstance(record, dict):
+        raise DatasetError(f"{where} is a JSON {type(record).__name__}, not an object")
+    missing = [
+        k for k in ("query_id", "问题", "match_id", "match_name", "相关法规") if k not in record
+    ]
+    if missing:
+        raise DatasetError(f"{where} lacks {', '.join(missing)}")
+    _identifier(record["query_id"], where, "query_id")
+    text_field(record, "问题", where)
+    _identifiers(record["match_id"], where, "match_id")
+    _strings(record["match_name"], where, "match_name")
+    laws = record["相关法规"]
+    if not isinstance(laws, dict) or not all(isinstance(text, str) for text in laws.values()):
+        raise DatasetError(f"{where}: `相关法规` must map article names to their texts")
 
 
 def load_stard(
@@ -75,7 +136,8 @@ def load_stard(
     """STARD with `split_path` (empty: the shipped 1,234/309 split)."""
     queries_path = Path(queries_path)
     split_path = Path(split_path) if split_path else default_stard_split()
-    records = read_json(queries_path)
+    with utf8(queries_path):
+        records = read_json(queries_path)
     if not isinstance(records, list):
         raise DatasetError(f"{queries_path}: expected a JSON list of queries")
     require_some(records, "queries", queries_path)
@@ -83,11 +145,7 @@ def load_stard(
     by_id: dict[int, dict] = {}
     gold_articles: dict[str, dict] = {}
     for position, record in enumerate(records):
-        missing = [
-            k for k in ("query_id", "问题", "match_id", "match_name", "相关法规") if k not in record
-        ]
-        if missing:
-            raise DatasetError(f"{queries_path}: query #{position} lacks {', '.join(missing)}")
+        _check_stard_query(record, f"{queries_path}: query #{position}")
         if len(record["match_id"]) != len(record["match_name"]):
             raise DatasetError(
                 f"{queries_path}: query_id {record['query_id']}: match_id and match_name differ in length"
@@ -118,13 +176,15 @@ def load_stard(
         source = f"gold-article union of {queries_path} ({len(corpus)} articles; far easier than the full corpus)"
     known = {article["id"] for article in corpus}
 
-    split = read_json(split_path)
+    with utf8(split_path):
+        split = read_json(split_path)
     if not isinstance(split, dict):
         raise DatasetError(f'{split_path}: expected {{"train": [...], "test": [...]}}')
     splits, notes = {}, []
     for name in ("train", "test"):
         if name not in split:
             raise DatasetError(f"{split_path}: no `{name}` list")
+        _identifiers(split[name], str(split_path), name)
         check_unique((qid, f"{split_path} `{name}` item {n}") for n, qid in enumerate(split[name]))
         unknown = [qid for qid in split[name] if qid not in by_id]
         if unknown:
@@ -152,8 +212,28 @@ def load_stard(
 def read_corpus(path: str | Path) -> list[dict]:
     """The articles of a corpus file, one `{"id", "name", "content"}` a line; a repeated id
     raises DatasetError naming both lines, as does an empty file."""
-    corpus = list(read_jsonl(path, required=("id", "name", "content"), unique="id"))
-    return require_some(corpus, "articles", path)
+    with utf8(path):
+        lines = list(read_jsonl_lines(path, required=("id", "name", "content"), unique="id"))
+    for number, article in lines:
+        where = f"{path}:{number}"
+        _identifier(article["id"], where, "id")
+        for key in ("name", "content"):
+            if not isinstance(article[key], str):
+                raise DatasetError(f"{where}: `{key}` must be a string, not {article[key]!r:.60}")
+    return require_some([article for _, article in lines], "articles", path)
+
+
+def _query_task(record: dict, where: str, known: set, seen: dict, corpus_path: object) -> Task:
+    """The task of one line of a `jsonl` query file. Ids are compared as the strings tasks
+    carry, so `1` and `"1"` are one id; `seen` holds those met so far."""
+    identifier = str(_identifier(record["id"], where, "id"))
+    check_unique([(identifier, where)], "id", seen)
+    query = text_field(record, "query", where)
+    gold = _identifiers(record["gold"], where, "gold")
+    unknown = [g for g in gold if g not in known]
+    if unknown:
+        raise DatasetError(f"{where}: gold id(s) {unknown} not in {corpus_path}")
+    return Task(id=identifier, inputs={"query": query}, gold=gold)
 
 
 def load_jsonl(corpus_path: str | Path, queries_path: str) -> StatuteData:
@@ -165,14 +245,13 @@ def load_jsonl(corpus_path: str | Path, queries_path: str) -> StatuteData:
     splits = {}
     for split in ("train", "test"):
         path = queries_path.format(split=split)
-        tasks = []
-        for number, record in read_jsonl_lines(path, required=("id", "query", "gold"), unique="id"):
-            unknown = [g for g in record["gold"] if g not in known]
-            if unknown:
-                raise DatasetError(f"{path}:{number}: gold id(s) {unknown} not in {corpus_path}")
-            tasks.append(
-                Task(id=str(record["id"]), inputs={"query": record["query"]}, gold=record["gold"])
-            )
+        with utf8(path):
+            lines = list(read_jsonl_lines(path, required=("id", "query", "gold")))
+        seen: dict = {}
+        tasks = [
+            _query_task(record, f"{path}:{number}", known, seen, corpus_path)
+            for number, record in lines
+        ]
         splits[split] = require_some(tasks, "queries", path)
     return StatuteData(corpus=corpus, splits=splits, corpus_source=f"corpus.jsonl ({corpus_path})")
 
@@ -201,7 +280,8 @@ def load_csaid(
     gold (the release lists some twice, at times differing only in whitespace) counts once and is
     noted as a duplicate; `Task.meta["gold_labels_listed"]` keeps the count as listed."""
     queries_path = Path(queries_path)
-    records = read_json(queries_path, unique_keys=True)
+    with utf8(queries_path):
+        records = read_json(queries_path, unique_keys=True)
     if not isinstance(records, dict):
         raise DatasetError(
             f'{queries_path}: expected a JSON dict {{query id: {{"query", "label"}}}}'
@@ -211,10 +291,12 @@ def load_csaid(
         missing = [k for k in ("query", "label") if not isinstance(record, dict) or k not in record]
         if missing:
             raise DatasetError(f"{queries_path}: entry {key!r} lacks {', '.join(missing)}")
-        if not isinstance(record["label"], list):
-            raise DatasetError(f"{queries_path}: entry {key!r}: `label` is not a list")
+        where = f"{queries_path}: entry {key!r}"
+        text_field(record, "query", where)
+        _strings(record["label"], where, "label")
     if corpus_path:
-        texts = read_json(corpus_path)
+        with utf8(corpus_path):
+            texts = read_json(corpus_path)
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise DatasetError(f"{corpus_path}: expected a JSON list of article strings")
         source = f"CSAID corpus ({corpus_path}, {len(texts)} articles)"

@@ -1,0 +1,173 @@
+"""Credentials in URLs: refused in every URL field of a config whatever the case of the scheme,
+refused by the backends built without a config, and masked in any text lexrl stores or prints
+(an httpx or openai error quoting the URL it was given)."""
+
+import dataclasses
+import typing
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lexrl.cli import main
+from lexrl.config import _URL_FIELD, Config, ConfigError, load_config
+from lexrl.secrets import MASK, check_url, is_credential_parameter, scrub
+
+KEY = "sk-lexrl-canary-5f3a9c1e7b2d4680"
+DEMO = str(Path(__file__).parents[1] / "configs" / "demo_cpu.yaml")
+
+URL_FIELDS = [
+    "rollout.base_url",
+    "rollout.vllm_urls[0]",
+    "env.statute.retrieval.dense_endpoint",
+    "env.statute.retrieval.reranker_endpoint",
+    "env.statute.eval.final_reranker.base_url",
+    "env.lexam.judges[0].base_url",
+    "env.argument.judges[0].base_url",
+    "env.debate.judges[0].base_url",
+    "env.debate.rubric_judges[0].base_url",
+]
+
+BAD_URLS = {
+    "upper_scheme_key_query": (f"HTTP://host:8000/v1?key={KEY}", "with a credential (`key=`)"),
+    "mixed_scheme_api_key": (f"Https://host/v1?API_KEY={KEY}", "with a credential (`API_KEY=`)"),
+    "header_like_parameter": (f"http://host/v1?x-api-key={KEY}", "with a credential"),
+    "upper_scheme_userinfo": (f"HTTP://user:{KEY}@host:8000/v1", "carries credentials"),
+    "password_only": (f"https://:{KEY}@host/v1", "carries credentials"),
+    "no_scheme_userinfo": (f"user:{KEY}@host:8000/v1", "carries credentials"),
+    "padded_userinfo": (f"  hTTp://u:{KEY}@host/v1", "carries credentials"),
+    "other_query": ("http://host/v1?verbose=1", "has a query string, where keys travel"),
+}
+
+
+def _url_fields(cls: type, prefix: str = "") -> list[str]:
+    """Every string option (or list of them) named like a URL, `[0]` standing for a list's
+    elements, below `cls`."""
+    found, hints = [], typing.get_type_hints(cls)
+    for item in dataclasses.fields(cls):
+        hint, name = hints[item.name], f"{prefix}{item.name}"
+        inner = typing.get_args(hint)[0] if typing.get_origin(hint) is list else hint
+        name += "[0]" if inner is not hint else ""
+        if dataclasses.is_dataclass(inner):
+            found += _url_fields(inner, f"{name}.")
+        elif inner is str and any(word in item.name for word in ("url", "endpoint")):
+            found.append(name)
+    return found
+
+
+def test_every_url_field_of_the_config_is_checked():
+    assert sorted(_url_fields(Config)) == sorted(URL_FIELDS)
+    assert all(_URL_FIELD.search(field) for field in URL_FIELDS)
+
+
+def _nested(dotted: str, value: object) -> dict:
+    """The YAML mapping setting `dotted` (`a.b[0].c`) to `value`; a judge gets a model name."""
+    head, _, rest = dotted.partition(".")
+    if head.endswith("[0]"):
+        head = head.removesuffix("[0]")
+        element = {**_nested(rest, value), "model": "m"} if rest else value
+        return {head: [element]}
+    return {head: _nested(rest, value) if rest else value}
+
+
+@pytest.mark.parametrize("field", URL_FIELDS)
+@pytest.mark.parametrize("case", list(BAD_URLS))
+def test_a_url_with_credentials_is_refused_naming_the_field_not_the_key(tmp_path, field, case):
+    url, said = BAD_URLS[case]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(_nested(field, url)))
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    message = str(error.value)
+    assert message.startswith(f"`{field}` ") and said in message, message
+    assert KEY not in message
+
+
+def test_the_command_line_refuses_it_with_exit_2_and_no_key(capsys):
+    url = f"HTTP://host:8000/v1?key={KEY}"
+    with pytest.raises(SystemExit) as stop:
+        main(["eval", DEMO, "--rollout.backend", "openai", "--rollout.base_url", url])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("config error: `rollout.base_url` has a query string with a credential")
+    assert KEY not in err
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        f"see HTTP://u:{KEY}@mirror.test/data.jsonl",
+        f"s3://bucket/x?X-Amz-Signature={KEY}",
+        f"wss://host/ws?token={KEY}",
+    ],
+)
+def test_a_url_with_credentials_in_any_other_field_is_refused(value):
+    with pytest.raises(ConfigError) as error:
+        load_config(None, ["--env.lexam.source", value])
+    assert str(error.value).startswith("`env.lexam.source` ") and KEY not in str(error.value)
+
+
+def test_a_query_without_credentials_is_left_to_fields_that_are_no_endpoint():
+    config = load_config(None, ["--env.lexam.source", "https://host/data.jsonl?download=1"])
+    assert config.env.lexam.source.endswith("?download=1")
+
+
+def test_the_backends_refuse_a_url_with_credentials_without_a_config():
+    from lexrl.rollout.openai_chat import ChatEndpoint, OpenAIChatBackend
+    from lexrl.rollout.vllm_server import VLLMServerBackend
+
+    with pytest.raises(ConfigError, match="`rollout.base_url` carries credentials"):
+        OpenAIChatBackend(ChatEndpoint(base_url=f"HTTP://user:{KEY}@host/v1", model="m"))
+    with pytest.raises(ConfigError, match=r"`rollout.vllm_urls\[1\]` has a query string"):
+        VLLMServerBackend(["http://a:8000", f"HTTP://b:8000?token={KEY}"])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            f"policy HTTP://host/v1?key={KEY}: APIConnectionError: Connection error.",
+            f"policy HTTP://host/v1?key={MASK}: APIConnectionError: Connection error.",
+        ),
+        (
+            f"Client error '401 Unauthorized' for url 'Https://user:{KEY}@host/v1/chat?a=1'",
+            f"Client error '401 Unauthorized' for url 'Https://{MASK}@host/v1/chat?a=1'",
+        ),
+        (
+            f"(ws://h/x?Access_Token={KEY}&page=2&X-Amz-Signature={KEY}#top).",
+            f"(ws://h/x?Access_Token={MASK}&page=2&X-Amz-Signature={MASK}#top).",
+        ),
+        (f"to http://u:p@ss:{KEY}@h:1/v1", f"to http://{MASK}@h:1/v1"),
+        ("http://host/v1?page=2 and text?token=x", "http://host/v1?page=2 and text?token=x"),
+    ],
+)
+def test_scrub_masks_the_credentials_of_urls_in_free_text(text, expected):
+    assert scrub(text) == expected
+
+
+SCHEMES = st.sampled_from(["http", "HTTP", "Https", "hTTps", "ws", "S3", "git+ssh"])
+SECRETS = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_~", min_size=8)
+PARAMETERS = st.sampled_from(["key", "API_KEY", "apiKey", "token", "sig", "x-api-key", "Password"])
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(SCHEMES, SECRETS, PARAMETERS, st.booleans(), st.sampled_from(["", ".", ": refused", ")"]))
+def test_scrub_leaves_no_url_credential_in_any_text(scheme, secret, parameter, userinfo, tail):
+    url = (
+        f"{scheme}://user:{secret}@host/v1"
+        if userinfo
+        else f"{scheme}://host/v1?a=1&{parameter}={secret}"
+    )
+    assert secret not in scrub(f"error for url '{url}'{tail}")
+    with pytest.raises(ConfigError) as error:
+        check_url(url, "`field`")
+    assert secret not in str(error.value)
+
+
+def test_credential_parameters_by_name():
+    for name in ("key", "KEY", "api-key", "apikey", "access_token", "client_secret", "sig"):
+        assert is_credential_parameter(name), name
+    for name in ("page", "model", "verbose", "q", "split"):
+        assert not is_credential_parameter(name), name
