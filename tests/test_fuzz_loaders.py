@@ -7,8 +7,8 @@ holding any JSON, a line of other JSON or text, a few arbitrary bytes inserted (
 NUL, a cut character): mostly whole files reach the loaders' later checks and results. The
 examples are derandomized, so CI sees the same ones on every run.
 
-The loaders outside `lexrl/envs/statute` still fail on some files (issue 32's report); their
-tests are xfails naming the exceptions expected, to be unmarked once the loader is fixed.
+A first row `null` reaches no `datasets` reader: its JSON reader kills the process on it (a
+segfault in pyarrow), so `lexrl.envs.data.read_table` checks JSON rows itself first.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lexrl.errors import LexrlError
@@ -33,23 +33,6 @@ FUZZ = settings(
 SLOW_FUZZ = settings(FUZZ, max_examples=30)
 """For the loaders that go through `datasets` (about 0.3 s a file)."""
 
-
-def known_bug(*errors: type[BaseException], reason: str) -> pytest.MarkDecorator:
-    """An xfail for the exceptions of a known bug only: any other fails the test. Not strict:
-    under load Hypothesis may stop before the failing example, and the test then passes."""
-    return pytest.mark.xfail(raises=errors, reason=reason)
-
-
-def expecting(base: settings) -> settings:
-    """`base` for a strict xfail: its first failure is the one expected and needs no shrinking."""
-    return settings(base, report_multiple_bugs=False, phases=[Phase.explicit, Phase.generate])
-
-
-ARROW_NUL_KEYS = (
-    'a row with an object whose keys hold NUL (`{"\\u0000": {}}`) fails in Arrow while the rows '
-    "are iterated, outside lexrl.envs.data.read_table's try (ValueError, KeyError)"
-)
-NOT_UTF8 = "a byte that is not UTF-8 escapes as a UnicodeDecodeError (lexrl.envs.data.read_jsonl)"
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
@@ -248,8 +231,7 @@ GDPR_ROW = record(
 )
 
 
-@known_bug(UnicodeDecodeError, reason=NOT_UTF8)
-@expecting(FUZZ)
+@FUZZ
 @given(rows=jsonl_file(GDPR_ROW, "content"))
 def test_gdpr_maslegalbench(tmp_path, rows):
     from lexrl.envs.gdpr.data import load_maslegalbench
@@ -272,10 +254,7 @@ SCENARIO = record(
 )
 
 
-@known_bug(
-    UnicodeDecodeError, reason=NOT_UTF8.replace("lexrl.envs.data.read_jsonl", "load_scenarios")
-)
-@expecting(FUZZ)
+@FUZZ
 @given(lines=jsonl_file(SCENARIO, "id"))
 def test_argument_scenarios(tmp_path, lines):
     from lexrl.envs.argument.scenarios import load_scenarios
@@ -292,18 +271,6 @@ def datasets_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
 
 
-def through_datasets(data: bytes) -> bytes:
-    """`data`, unless its first line is JSON null: `datasets`' JSON reader crashes the process on
-    such a file (a segfault in pyarrow), which no test can catch;
-    `test_a_file_whose_first_line_is_null_is_a_data_error` stands for it."""
-    first = next((line for line in data.split(b"\n") if line.strip()), b"")
-    assume(first.strip() != b"null")
-    return data
-
-
-@known_bug(
-    AssertionError, reason="datasets' JSON reader segfaults on it (datasets 5.2, pyarrow 26)"
-)
 def test_a_file_whose_first_line_is_null_is_a_data_error(tmp_path):
     import subprocess
     import sys
@@ -334,13 +301,12 @@ LEXAM_ROW = record(
 )
 
 
-@known_bug(ValueError, KeyError, reason=ARROW_NUL_KEYS)
-@expecting(SLOW_FUZZ)
+@SLOW_FUZZ
 @given(rows=jsonl_file(LEXAM_ROW, "id"))
 def test_lexam_local_file(tmp_path, datasets_cache, rows):
     from lexrl.envs.lexam.data import load_lexam
 
-    path = write(tmp_path, "mcq.jsonl", through_datasets(rows))
+    path = write(tmp_path, "mcq.jsonl", rows)
     items = loaded(load_lexam, str(path), "mcq_4_choices")
     assert items is None or all(0 <= item.gold < 4 and len(item.choices) == 4 for item in items)
 
@@ -362,13 +328,7 @@ OAB_ITEM = record(
 )
 
 
-@known_bug(
-    UnicodeDecodeError,
-    ValueError,
-    KeyError,
-    reason="an OAB file that is not UTF-8 escapes (debate.data._json_list); " + ARROW_NUL_KEYS,
-)
-@expecting(SLOW_FUZZ)
+@SLOW_FUZZ
 @given(
     rows=jsonl_file(BAREXAM_ROW, "idx"),
     oab=json_file(
@@ -378,7 +338,6 @@ OAB_ITEM = record(
 def test_debate_barexam_and_oab_files(tmp_path, datasets_cache, rows, oab):
     from lexrl.envs.debate.data import barexam_tasks, oab_tasks
 
-    rows = through_datasets(rows)
     for load, name, data in ((barexam_tasks, "bar.jsonl", rows), (oab_tasks, "oab.json", oab)):
         split = loaded(load, str(write(tmp_path, name, data)), 0.3, 0)
         assert split is None or set(split) == {"train", "test"}

@@ -8,6 +8,7 @@ import math
 import random
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Sized
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -58,6 +59,26 @@ def load_hub(source: str, *args: object, **kwargs: object) -> object:
         ) from None
 
 
+@contextmanager
+def utf8(path: str | Path) -> Iterator[None]:
+    """Turn a UnicodeDecodeError met while reading `path` into a DatasetError naming
+    `path:line` and the byte, as the JSON errors name their line. The decoder's offset is into
+    its buffer, not the file, so the lines are decoded anew; a newline is never part of a UTF-8
+    sequence, so the first line that fails holds the first bad byte."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        for number, line in enumerate(Path(path).read_bytes().split(b"\n"), start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DatasetError(
+                    f"{path}:{number}: not UTF-8 (byte 0x{line[error.start]:02x} at column "
+                    f"{error.start + 1}); save the file as UTF-8"
+                ) from None
+        raise
+
+
 def read_json(path: str | Path, unique_keys: bool = False) -> object:
     """A whole JSON file; a syntax error raises DatasetError naming `path:line`. With
     `unique_keys`, so does a key that repeats within an object (JSON keeps the last silently:
@@ -74,9 +95,9 @@ def read_json(path: str | Path, unique_keys: bool = False) -> object:
         return dict(pairs)
 
     try:
-        return json.loads(
-            path.read_text(encoding="utf-8"), object_pairs_hook=unique if unique_keys else None
-        )
+        with utf8(path):
+            text = path.read_text(encoding="utf-8")
+        return json.loads(text, object_pairs_hook=unique if unique_keys else None)
     except json.JSONDecodeError as error:
         raise DatasetError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
 
@@ -98,14 +119,16 @@ def read_jsonl_lines(
     if not path.is_file():
         raise DatasetError(f"dataset file not found: {path}")
     seen: dict[Hashable, str] = {}
-    with path.open(encoding="utf-8") as file:
+    with utf8(path), path.open(encoding="utf-8") as file:
         for number, line in enumerate(file, start=1):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise DatasetError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+            except ValueError as error:
+                # JSONDecodeError, or an integer longer than Python converts (4,300 digits).
+                reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
+                raise DatasetError(f"{path}:{number}: not valid JSON ({reason})") from None
             if not isinstance(record, dict):
                 raise DatasetError(
                     f"{path}:{number}: expected a JSON object, got {type(record).__name__}"
@@ -162,6 +185,22 @@ def text_field(row: Mapping, key: str, where: str, required: bool = True) -> str
     return value
 
 
+def check_json_rows(path: Path) -> None:
+    """DatasetError naming the line of a JSON or JSON Lines file's row that is no object, before
+    `datasets` reads it: its JSON reader kills the process (a pyarrow segfault) on a first row
+    `null`."""
+    with utf8(path):
+        text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        list(read_jsonl_lines(path))
+        return
+    rows = data if isinstance(data, list) else [data]
+    if not all(isinstance(row, dict) for row in rows):
+        raise DatasetError(f"{path}: expected JSON objects, one a line or in a list")
+
+
 def read_table(path: Path) -> Iterable[Mapping]:
     """The rows of a parquet, JSON/JSONL, CSV or xlsx file (a `datasets.Dataset`)."""
     import datasets
@@ -170,13 +209,19 @@ def read_table(path: Path) -> Iterable[Mapping]:
     kind = TABLE_FORMATS.get(path.suffix)
     if kind is None:
         raise DatasetError(f"{path}: unsupported format; one of {', '.join(TABLE_FORMATS)}")
+    if kind == "json":
+        check_json_rows(path)
     try:
         if kind == "xlsx":
             # Cells as text: mixed-type columns would not fit one Arrow type, and the row
             # validation reads integers from text anyway.
             frame = pd.read_excel(path, engine="openpyxl", dtype=str)
-            return datasets.Dataset.from_pandas(frame, preserve_index=False)
-        return datasets.load_dataset(kind, data_files=str(path), split="train")
+            table = datasets.Dataset.from_pandas(frame, preserve_index=False)
+        else:
+            table = datasets.load_dataset(kind, data_files=str(path), split="train")
+        # Arrow fails on some structs (keys holding NUL) only when rows are converted: here.
+        table.to_list()
+        return table
     except Exception as error:  # pyarrow, pandas and openpyxl raise many kinds for a bad file
         raise DatasetError(f"{path}: could not be read as {kind}: {error}") from error
 

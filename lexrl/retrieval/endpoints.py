@@ -30,7 +30,7 @@ import openai
 
 from lexrl.errors import LexrlError
 from lexrl.retrieval.dense import TextKind
-from lexrl.secrets import resolve_api_key, scrub
+from lexrl.secrets import check_url, resolve_api_key, scrub
 
 
 class EndpointError(LexrlError, RuntimeError):
@@ -51,6 +51,7 @@ class _Endpoint:
         timeout_s: float,
         retries: int,
     ):
+        check_url(base_url, f"the `{route.strip('/')}` endpoint's URL")
         self.name = f"endpoint:{model}"
         self.url = base_url.rstrip("/") + route
         self.route = route

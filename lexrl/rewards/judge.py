@@ -35,7 +35,7 @@ import openai
 
 from lexrl.rewards import reference_judge
 from lexrl.rewards.judge_config import JudgeConfig
-from lexrl.secrets import resolve_api_key, scrub, write_text
+from lexrl.secrets import check_url, resolve_api_key, scrub, write_text
 
 T = TypeVar("T")
 
@@ -135,7 +135,9 @@ def make_async_client(
     max_retries: int,
     http_client: httpx.AsyncClient | None = None,
 ) -> openai.AsyncOpenAI:
-    """The one place chat clients are built, so the transport retries are the openai client's."""
+    """The one place chat clients are built, so the transport retries are the openai client's
+    (and a URL carrying credentials is refused here too, however it was configured)."""
+    check_url(base_url, "a chat endpoint's `base_url`")
     return openai.AsyncOpenAI(
         base_url=base_url,
         api_key=api_key,

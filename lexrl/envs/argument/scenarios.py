@@ -32,7 +32,7 @@ from pathlib import Path
 
 from lexrl.envs.argument.factors import FACTORS, factor_number, normalise_factor_id
 from lexrl.envs.argument.options import GENERATORS, MISMATCHED_MODES
-from lexrl.envs.data import DatasetError
+from lexrl.envs.data import DatasetError, utf8
 from lexrl.errors import ConfigError
 
 KINDS = ("arguable", "mismatched", "non_arguable")
@@ -385,7 +385,7 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
         raise ScenarioError(f"scenario file not found: {path}")
     scenarios: list[Scenario] = []
     seen: dict[str, str] = {}
-    with path.open(encoding="utf-8") as file:
+    with utf8(path), path.open(encoding="utf-8") as file:
         for number, line in enumerate(file, start=1):
             if not line.strip():
                 continue

@@ -33,6 +33,7 @@ from lexrl.envs.data import (
     read_table,
     split_by_group,
     text_field,
+    utf8,
 )
 from lexrl.envs.debate.citations import extract_citations
 from lexrl.envs.lexam.data import load_lexam, split_by_course, split_by_facts
@@ -180,7 +181,8 @@ def oab_tasks(source: str, eval_fraction: float, seed: int) -> dict[str, list[Ta
 def _json_list(path: Path) -> list[Mapping]:
     """A JSON file holding a list of records (the seed's release format)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with utf8(path):
+            data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise DatasetError(f"{path}: line {error.lineno}: not valid JSON ({error.msg})") from None
     if isinstance(data, Mapping):

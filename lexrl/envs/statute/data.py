@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -37,6 +35,7 @@ from lexrl.envs.data import (
     read_jsonl_lines,
     require_some,
     text_field,
+    utf8,
 )
 from lexrl.types import Task
 
@@ -48,26 +47,6 @@ class StatuteData:
     corpus_source: str
     """`corpus.jsonl (<path>)` or `gold-article union of <queries path>`."""
     notes: list[str] = field(default_factory=list)
-
-
-@contextmanager
-def utf8(path: str | Path) -> Iterator[None]:
-    """Turn a UnicodeDecodeError met while reading `path` into a DatasetError naming
-    `path:line` and the byte, as the JSON errors name their line. The decoder's offset is into
-    its buffer, not the file, so the lines are decoded anew; a newline is never part of a UTF-8
-    sequence, so the first line that fails holds the first bad byte."""
-    try:
-        yield
-    except UnicodeDecodeError:
-        for number, line in enumerate(Path(path).read_bytes().split(b"\n"), start=1):
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise DatasetError(
-                    f"{path}:{number}: not UTF-8 (byte 0x{line[error.start]:02x} at column "
-                    f"{error.start + 1}); save the file as UTF-8"
-                ) from None
-        raise
 
 
 def _stopword_set(text: str) -> frozenset[str]:
