@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 import re
 import types
 import typing
@@ -429,10 +430,11 @@ class Bound:
     why: str = ""
 
     def __contains__(self, value: float) -> bool:
-        # Written as what passes, so that NaN (YAML `.nan`) fails every bound.
+        # Written as what passes, so that NaN (YAML `.nan`) fails every bound; no option means
+        # anything by infinity (YAML `.inf`), and a learning rate or cap of it trains on NaN.
         above = value > self.low if self.low_open else value >= self.low
         if self.high is None:
-            return above
+            return above and value < math.inf
         return above and (value < self.high if self.high_open else value <= self.high)
 
     def __str__(self) -> str:

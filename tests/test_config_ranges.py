@@ -62,7 +62,7 @@ SCALARS = [key for key in BOUNDS if "[]" not in key]
 @pytest.mark.parametrize("key", SCALARS)
 def test_a_value_outside_its_bound_is_refused_naming_key_bound_and_value(key):
     message = rf"^`{re.escape(key)}` must be (None or )?(>=? |in [\[(]).*, not "
-    for value in [*_outside(key), float("nan")]:
+    for value in [*_outside(key), float("nan"), float("inf")]:
         config = Config()
         _set(config, key, value)
         with pytest.raises(ConfigError, match=message):
