@@ -110,11 +110,25 @@ def resolve_api_key(api_key_env: str, model: str, required: bool = True) -> str:
     remember(api_key_env)
     key = os.environ.get(api_key_env, "") if api_key_env else ""
     if key:
-        return key
+        return _header_safe(key, api_key_env, model)
     if api_key_env and required:
-        raise ConfigError(f"{model}: environment variable {api_key_env} (api_key_env) is not set")
+        raise ConfigError(
+            f"{model}: environment variable {api_key_env} (api_key_env) is not set; set it, or "
+            'set that `api_key_env` to "" for a server without authentication'
+        )
     # The openai client refuses an empty key; servers without authentication ignore this one.
     return "EMPTY"
+
+
+def _header_safe(key: str, api_key_env: str, model: str) -> str:
+    """`key`, unless an HTTP header cannot carry it: a key pasted with its newline, a space or a
+    non-ASCII character otherwise fails every call as a bare "Connection error"."""
+    if key.isascii() and key.isprintable() and not any(c.isspace() for c in key):
+        return key
+    raise ConfigError(
+        f"{model}: environment variable {api_key_env} (api_key_env) holds a space, a newline, a "
+        "control or a non-ASCII character, which no HTTP header carries: set it to the key alone"
+    )
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

@@ -44,6 +44,20 @@ def test_scrub_masks_every_key_read_and_the_wandb_key(monkeypatch):
     assert scrub(f"401: Bearer {KEY}, wandb {WANDB_KEY}") == "401: Bearer ***, wandb ***"
 
 
+@pytest.mark.parametrize("bad", [KEY + "\n", KEY + " ", "sk-\u00e9t\u00e9", "sk\x07x"])
+def test_a_key_no_http_header_can_carry_is_refused_without_echoing_it(monkeypatch, bad):
+    monkeypatch.setenv(KEY_ENV, bad)
+    with pytest.raises(ConfigError, match=f"{KEY_ENV} .* set it to the key alone") as error:
+        resolve_api_key(KEY_ENV, "judge")
+    assert bad.strip() not in str(error.value)
+
+
+def test_an_unset_key_names_the_way_to_skip_it_for_a_local_server(monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with pytest.raises(ConfigError, match='set that `api_key_env` to "" for a server without'):
+        resolve_api_key(KEY_ENV, "judge")
+
+
 @pytest.mark.parametrize(
     ("yaml", "field"),
     [
