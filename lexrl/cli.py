@@ -7,6 +7,7 @@ before torch is imported, so `--help` and config errors answer at once.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -15,7 +16,7 @@ import traceback
 from pathlib import Path
 
 from lexrl.config import Config, ConfigError, load_config
-from lexrl.errors import BUG_REPORT_URL, CheckpointError, LexrlError
+from lexrl.errors import BUG_REPORT_URL, EXIT_CODES, CheckpointError, LexrlError
 from lexrl.secrets import scrub
 
 
@@ -373,6 +374,12 @@ def main(argv: list[str] | None = None) -> None:
         _close_progress_bars()
         print(f"{error.kind} error: {scrub(str(error))}", file=sys.stderr)
         raise SystemExit(error.exit_code) from None
+    except OSError as error:
+        if error.errno not in DISK_FULL:
+            _report_bug()
+        _close_progress_bars()
+        print(f"run folder error: {scrub(disk_full_message(error))}", file=sys.stderr)
+        raise SystemExit(EXIT_CODES["run folder"]) from None
     except KeyboardInterrupt:
         _close_progress_bars()
         print("interrupted (Ctrl-C)", file=sys.stderr, flush=True)
@@ -381,13 +388,31 @@ def main(argv: list[str] | None = None) -> None:
         # worker threads an interrupted step may leave waiting, which would hold the exit.
         os._exit(130)
     except Exception:
-        traceback.print_exc()
-        print(
-            f"this is a lexrl bug, not an error in your input: please report it with the "
-            f"traceback above at {BUG_REPORT_URL}",
-            file=sys.stderr,
-        )
-        raise SystemExit(1) from None
+        _report_bug()
+
+
+DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EDQUOT}
+"""A write that fails with one of these failed for want of room or permission on the disk, never
+for a lexrl bug, wherever the writer (a log, a report, a cache) does not say so itself."""
+
+
+def disk_full_message(error: OSError) -> str:
+    where = f"{error.filename}: " if error.filename else ""
+    return (
+        f"{where}{error.strerror or error}; free space (or raise the file-size limit, or make "
+        "the file system writable), then run the same command again: a training run goes on "
+        "from its last checkpoint with `--run.resume true`, an evaluation from its partial file"
+    )
+
+
+def _report_bug() -> None:
+    traceback.print_exc()
+    print(
+        f"this is a lexrl bug, not an error in your input: please report it with the "
+        f"traceback above at {BUG_REPORT_URL}",
+        file=sys.stderr,
+    )
+    raise SystemExit(1) from None
 
 
 def _run(argv: list[str] | None) -> None:
@@ -470,10 +495,15 @@ def _run(argv: list[str] | None) -> None:
         )
         out = Path(args.out or Path(config.run.output_dir) / "rollouts.jsonl")
         out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("w", encoding="utf-8") as file:
-            for group in groups:
-                for trajectory in group.trajectories:
-                    file.write(trajectory.to_json() + "\n")
+        try:
+            with out.open("w", encoding="utf-8") as file:
+                for group in groups:
+                    for trajectory in group.trajectories:
+                        file.write(trajectory.to_json() + "\n")
+        except OSError as error:
+            # A failed write() names no file; the one-line error should.
+            error.filename = error.filename or str(out)
+            raise
         print(
             json.dumps({"trajectories": sum(len(g.trajectories) for g in groups), "out": str(out)})
         )

@@ -1,0 +1,44 @@
+"""A writer that lexrl does not wrap itself (here `lexrl rollout`'s JSONL), failing under a real
+file-size limit: the command ends in one `run folder error` line (exit 7), never a traceback.
+The checkpoint writers have their own message (tests/train/test_full_disk.py)."""
+
+import resource
+import signal
+
+from tests.e2e import lexrl_command
+
+
+def _limit_file_size() -> None:
+    # Without SIG_IGN the kernel kills the process with SIGXFSZ instead of failing the write.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))
+
+
+def test_a_write_past_the_file_size_limit_ends_in_one_line(tiny_model_path, tmp_path):
+    import subprocess
+
+    out = tmp_path / "rollouts.jsonl"
+    result = subprocess.run(
+        lexrl_command(
+            "rollout",
+            "configs/demo_cpu.yaml",
+            "--model.name_or_path",
+            tiny_model_path,
+            "--warmstart.enabled",
+            "false",
+            "--num-tasks",
+            "1",
+            "--out",
+            str(out),
+        ),
+        preexec_fn=_limit_file_size,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 7, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("run folder error: ") and "File too large" in last, last
+    assert f"{out}: File too large" in last
+    assert out.stat().st_size <= 300
