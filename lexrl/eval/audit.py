@@ -172,14 +172,32 @@ def audit_env(
             message = str(error)
         metric = env.headline_metric
         teacher_row = AuditRow(name, TEACHER, len(tasks), 0, None, None, None, metric, message)
-    reference = teacher_row.mean_reward
     rows = [teacher_row]
     for policy, factory in env.degenerate_policies().items():
-        row = _row(name, env, scored, tokenizer, policy, factory, seed, max_new_tokens)
-        if reference is not None and reference > 0 and row.mean_reward is not None:
-            row.share = row.mean_reward / reference
-        rows.append(row)
+        rows.append(_row(name, env, scored, tokenizer, policy, factory, seed, max_new_tokens))
     teacher_row.note = teacher_row.note or note
+    return set_shares(rows)
+
+
+def share_of(mean_reward: float | None, reference: float | None) -> float | None:
+    """`mean_reward` as a share of the teacher's `reference`; None without either, or when the
+    reference is not positive: a ratio to a reward <= 0 has no meaning as a share (a teacher at
+    -0.03 would put a policy at +1.0 at -3333%)."""
+    if mean_reward is None or reference is None or reference <= 0:
+        return None
+    return mean_reward / reference
+
+
+def teacher_reward(rows: list[AuditRow], env: str) -> float | None:
+    """The mean reward of `env`'s teacher row in `rows` (None: no such row, or no reward)."""
+    return next((r.mean_reward for r in rows if r.env == env and r.policy == TEACHER), None)
+
+
+def set_shares(rows: list[AuditRow]) -> list[AuditRow]:
+    """`rows`, each non-teacher row's `share` set against its env's teacher row (`share_of`)."""
+    for row in rows:
+        if row.policy != TEACHER:
+            row.share = share_of(row.mean_reward, teacher_reward(rows, row.env))
     return rows
 
 
@@ -208,17 +226,25 @@ def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0%}"
 
 
-def _share(row: AuditRow) -> str:
+def _share(row: AuditRow, reference: float | None) -> str:
+    """The share cell of `row`, its env's teacher earning `reference` (None: no teacher row, or
+    one without a reward): `n/a` whenever that is not positive, whatever `row.share` holds."""
+    if row.mean_reward is None:
+        return "n/a"
+    if reference is not None and reference <= 0:
+        return "n/a (teacher's reward <= 0)"
     if row.policy == TEACHER:
-        return "100%" if row.mean_reward is not None else "n/a"
-    if row.share is None:
-        return "n/a (no teacher)" if row.mean_reward is not None else "n/a"
-    text = f"{row.share:.0%}"
-    return f"**{text}** ⚠" if row.share > SHARE_BOUND else text
+        return "100%"
+    share = row.share if reference is None else share_of(row.mean_reward, reference)
+    if share is None:
+        return "n/a (no teacher)"
+    text = f"{share:.0%}"
+    return f"**{text}** ⚠" if share > SHARE_BOUND else text
 
 
 def markdown(rows: list[AuditRow]) -> str:
-    """The rows as a Markdown table; shares above `SHARE_BOUND` in bold with a warning sign."""
+    """The rows as a Markdown table; shares above `SHARE_BOUND` in bold with a warning sign,
+    `n/a` where the env's teacher earns no positive reward to take a share of."""
     lines = [
         "| env | policy | tasks | failed | mean reward | share of teacher | headline metric "
         "| replies cut |",
@@ -229,7 +255,7 @@ def markdown(rows: list[AuditRow]) -> str:
         policy = f"{row.policy} ({row.note})" if row.note else row.policy
         lines.append(
             f"| {row.env} | {policy} | {row.tasks} | {row.failed} | {_number(row.mean_reward)} "
-            f"| {_share(row)} | {headline} | {_percent(row.cut)} |"
+            f"| {_share(row, teacher_reward(rows, row.env))} | {headline} | {_percent(row.cut)} |"
         )
     lines.append(
         f"\nShares of the scripted teacher's mean reward; above {SHARE_BOUND:.0%} in bold (⚠)."

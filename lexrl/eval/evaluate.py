@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import math
+import sys
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import asdict, replace
@@ -24,10 +25,13 @@ from lexrl.errors import ConfigError, LexrlError
 from lexrl.eval.audit import AuditRow, audit_env
 from lexrl.eval.audit import markdown as audit_markdown
 from lexrl.eval.partial import PARTIAL_FILE, SignalStop, as_json, groups_jsonl, resume_partial
+from lexrl.eval.plots import EVALUATION_LEGEND, evaluation_panel, plot_bars
+from lexrl.eval.provenance import checkpoint_identity, provenance
+from lexrl.eval.provenance import markdown as provenance_markdown
 from lexrl.rollout.backend import Backend
 from lexrl.rollout.engine import run_groups_async
 from lexrl.rollout.policy import Policy
-from lexrl.secrets import write_text
+from lexrl.secrets import scrub, write_text
 from lexrl.types import Group, Task, Trajectory
 
 MAX_REASON = 200
@@ -117,7 +121,8 @@ def env_reports(
     env: Env, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
 ) -> dict[str, EnvReport | None]:
     """Each env's own part of the report (`Env.report`), by env name; a mixture's members each
-    write their files, if any, into a folder named after them."""
+    write their files, if any, into a folder named after them, which the env creates when it
+    writes one (a member writing none leaves no empty folder)."""
     reports = {}
     if groups is not None:
         groups = finished_groups(groups)
@@ -125,7 +130,6 @@ def env_reports(
         own = request
         if env.member_envs() and request.out_dir is not None:
             own = replace(request, out_dir=request.out_dir / part.name)
-            own.out_dir.mkdir(parents=True, exist_ok=True)
         reports[part.name] = part.env.report(part.tasks, part.groups, own)
     return reports
 
@@ -174,18 +178,6 @@ def evaluation_settings(config: Config, checkpoint: str | None) -> dict[str, Any
             "run.seed": config.run.seed,
         }
     )
-
-
-def checkpoint_identity(checkpoint: str | None) -> dict[str, str | None] | None:
-    """A checkpoint's resolved path and the sha256 of its adapter (None when it has none)."""
-    if checkpoint is None:
-        return None
-    adapter = Path(checkpoint) / "adapter" / "adapter_model.safetensors"
-    digest = None
-    if adapter.is_file():
-        with adapter.open("rb") as stream:
-            digest = hashlib.file_digest(stream, "sha256").hexdigest()
-    return {"path": str(Path(checkpoint).resolve()), "adapter_sha256": digest}
 
 
 def evaluation_dir(
@@ -431,6 +423,31 @@ def markdown_summary(summary: dict[str, float], intervals: dict[str, dict[str, f
     return "\n".join(lines) + "\n"
 
 
+def reason_text(reason: str) -> str:
+    """A failure reason on one line, whitespace folded (one reason written two ways counts
+    once) and cut at `MAX_REASON` characters."""
+    return " ".join(reason.split())[:MAX_REASON]
+
+
+def failure_reasons(groups: list[Group]) -> list[dict[str, Any]]:
+    """Why the failed episodes of `groups` failed (`reason_text`), each reason with its count,
+    the most frequent first: [{"reason": str, "count": int}] (empty when none failed)."""
+    counts = Counter(
+        reason_text(t.failed) for group in groups for t in group.trajectories if t.failed
+    )
+    return [{"reason": reason, "count": count} for reason, count in counts.most_common()]
+
+
+def markdown_failures(reasons: list[dict[str, Any]]) -> str:
+    """`failure_reasons` as a Markdown table."""
+    lines = ["| episodes | reason |", "|---:|---|"]
+    for row in reasons:
+        # A reason may hold a `|` (a server's message), which would split its cell.
+        reason = row["reason"].replace("|", r"\|")
+        lines.append(f"| {row['count']} | {reason} |")
+    return "\n".join(lines) + "\n"
+
+
 def _section(
     groups: list[Group] | None,
     own: EnvReport | None,
@@ -439,23 +456,29 @@ def _section(
     console: Console,
     degenerate: list[AuditRow] | None = None,
 ) -> tuple[dict, list[str]]:
-    """One env's part of a report, printed: its episode means with intervals (when `groups`
-    were rolled out), its own report (`own`) and its degenerate baselines, as JSON fields and
-    Markdown lines."""
+    """One env's part of a report, printed: its episode means with intervals and the reasons
+    its failed episodes failed, with counts (when `groups` were rolled out), its own report
+    (`own`) and its degenerate baselines, as JSON fields and Markdown lines."""
     entry: dict = {}
     lines: list[str] = []
+    level = heading.split()[0]
     if groups is not None:
         summary, intervals = summarize(groups), summary_intervals(groups)
         entry.update(summary=summary, intervals=intervals)
         print_summary({label: summary}, console, {label: intervals})
         lines += [heading, "", markdown_summary(summary, intervals)]
+        reasons = failure_reasons(groups)
+        if reasons:
+            entry["failure_reasons"] = reasons
+            table = f"{level} Failed episodes\n\n{markdown_failures(reasons)}"
+            print_markdown(console, table)
+            lines += [table]
     entry["env"] = own.data if own is not None else None
     if own is not None:
         print_markdown(console, own.markdown)
         lines.append(own.markdown)
     if degenerate:
         entry["degenerate_baselines"] = [asdict(row) for row in degenerate]
-        level = heading.split()[0]
         table = f"{level} Degenerate baselines\n\n{audit_markdown(degenerate)}"
         print_markdown(console, table)
         lines += ["", table]
@@ -480,6 +503,43 @@ def degenerate_baselines(
     }
 
 
+def plot_headlines(
+    path: Path, system: str, panels: list[tuple[str, str, dict | None, list[AuditRow]]]
+) -> Path | None:
+    """The report's figure at `path`: per env `(env, metric, interval, degenerate)`, the
+    policy's mean of its headline metric with its 95% interval (None: not rolled out, or every
+    episode failed) beside its teacher's and degenerate policies' means (`AuditRow.headline`).
+    None, and no file, when no env has a bar to draw."""
+    drawn = [
+        evaluation_panel(
+            env,
+            metric,
+            Path(system).name,
+            interval,
+            [(row.policy, row.headline) for row in degenerate],
+        )
+        for env, metric, interval, degenerate in panels
+    ]
+    if not any(bars for _, _, bars in drawn):
+        return None
+    # One env a row: a mixture's envs each have a dozen degenerate policies or more.
+    return plot_bars(path, drawn, EVALUATION_LEGEND, columns=1)
+
+
+def write_member_parts(
+    out_dir: Path, split: str, name: str, groups: list[Group] | None, part: dict, lines: list[str]
+) -> None:
+    """A mixture member's own files in `out_dir/<name>/`: its tasks with their trajectories
+    (`eval_<split>.jsonl`, when rolled out) and its section of the report (`part`, `lines`) as
+    `eval_<split>_report.json` and `.md`, beside any files its env wrote there."""
+    folder = out_dir / name
+    folder.mkdir(parents=True, exist_ok=True)
+    if groups is not None:
+        write_groups(groups, folder / f"eval_{split}.jsonl")
+    write_text(folder / f"eval_{split}_report.json", json.dumps(part, indent=2, ensure_ascii=False))
+    write_text(folder / f"eval_{split}_report.md", "\n".join([f"# {name}", "", *lines]))
+
+
 def evaluation_report(
     env: Env,
     tasks: list[Task],
@@ -489,16 +549,19 @@ def evaluation_report(
     out_dir: Path,
     console: Console | None = None,
     degenerate: dict[str, list[AuditRow]] | None = None,
+    checkpoint: str | None = None,
 ) -> Path:
-    """The report of one evaluation: the policy's episode means with intervals (when `groups`
-    were rolled out), the env's own part (`Env.report`: breakdowns, baselines) and its
-    `degenerate` baselines (`degenerate_baselines`, by env name), if given. A mixture's
-    report opens with a table of each env's headline metric (`Env.headline_metric`), then has a
-    section per env with its episode means and its own part. Prints it all and writes
-    `eval_<split>.jsonl` (each task with its trajectories), `eval_<split>_report.json` and
-    `eval_<split>_report.md` into `out_dir` (the report names the env, `env_name`, so that
-    `lexrl compare` can refuse reports of different envs), removes the `PARTIAL_FILE` there
-    and returns the Markdown file's path."""
+    """The report of one evaluation: the policy's episode means with intervals and its failure
+    reasons (when `groups` were rolled out), the env's own part (`Env.report`: breakdowns,
+    baselines), its `degenerate` baselines (`degenerate_baselines`, by env name), if given, and
+    its `provenance` (`lexrl.eval.provenance`, of `config` and `checkpoint`) at the end. A
+    mixture's report opens with a table of each env's headline metric (`Env.headline_metric`),
+    then has a section per env with its episode means and its own part, each also written into
+    the env's folder (`write_member_parts`). Prints it all and writes `eval_<split>.jsonl` (each
+    task with its trajectories), `eval_<split>_report.json`, `eval_<split>_report.md` and the
+    figure of each env's headline metric (`plot_headlines`) into `out_dir` (the report names
+    the env, `env_name`, so that `lexrl compare` can refuse reports of different envs), removes
+    the `PARTIAL_FILE` there and returns the Markdown file's path."""
     console = console or Console()
     split = config.eval.split
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -508,6 +571,7 @@ def evaluation_report(
     reports = env_reports(env, tasks, groups, request)
     if groups is None and all(report is None for report in reports.values()):
         raise ConfigError(f"env {env.name!r} has no baselines: set `eval.policy: true`")
+    origin = provenance(config, checkpoint)
     report: dict = {
         "env_name": env.name,
         "split": split,
@@ -516,6 +580,7 @@ def evaluation_report(
         "samples_per_task": config.eval.samples_per_task if groups is not None else None,
     }
     markdown = [f"# Evaluation of {system}, {split} split ({len(tasks)} tasks)", ""]
+    panels = []
     if groups is not None:
         write_groups(groups, out_dir / f"eval_{split}.jsonl")
     if env.member_envs():
@@ -529,42 +594,50 @@ def evaluation_report(
         sections = []
         for part in env.parts(tasks, groups):
             metric = part.env.headline_metric
+            rows = (degenerate or {}).get(part.name) or []
             entry, lines = _section(
                 part.groups,
                 reports[part.name],
                 f"{part.name}: {system}",
                 "### Episode means",
                 console,
-                (degenerate or {}).get(part.name),
+                rows,
             )
-            report["envs"][part.name] = {
-                "tasks": len(part.tasks),
-                "headline_metric": metric,
-                **entry,
-            }
+            member = {"tasks": len(part.tasks), "headline_metric": metric, **entry}
+            report["envs"][part.name] = member
+            interval = None
             if part.groups is not None:
                 summary = entry["summary"]
-                value = mean_text(summary.get(metric, math.nan), entry["intervals"].get(metric))
+                interval = entry["intervals"].get(metric)
+                value = mean_text(summary.get(metric, math.nan), interval)
                 headline.append(
                     f"| {part.name} | {len(part.tasks)} | {metric} | {value} "
                     f"| {failed_text(summary)} |"
                 )
+            panels.append((part.name, metric, interval, rows))
+            if part.groups is not None or lines:
+                own = {"env_name": part.name, "split": split, "system": system, **member}
+                write_member_parts(out_dir, split, part.name, part.groups, own, lines)
             sections += [f"## {part.name}", "", *lines]
         if groups is not None:
             print_markdown(console, "\n".join(headline))
             markdown += [*headline, ""]
         markdown += sections
     else:
+        rows = (degenerate or {}).get(env.name) or []
         entry, lines = _section(
-            groups,
-            reports[env.name],
-            system,
-            "## Episode means",
-            console,
-            (degenerate or {}).get(env.name),
+            groups, reports[env.name], system, "## Episode means", console, rows
         )
         report.update(entry)
         markdown += lines
+        interval = entry.get("intervals", {}).get(env.headline_metric)
+        panels.append((env.name, env.headline_metric, interval, rows))
+    figure = plot_headlines(out_dir / f"eval_{split}_headline.png", system, panels)
+    if figure is not None:
+        report["figure"] = figure.name
+        markdown += ["", f"![Each env's headline metric with its 95% interval]({figure.name})", ""]
+    report["provenance"] = origin
+    markdown += ["", provenance_markdown(origin)]
     write_text(
         out_dir / f"eval_{split}_report.json", json.dumps(report, indent=2, ensure_ascii=False)
     )
@@ -585,8 +658,9 @@ def evaluate_checkpoint(
     """`lexrl eval`: the policy's episodes when `eval.policy` (with `backend` and `tokenizer`),
     resumed from and saved to the evaluation folder (`evaluation_dir`, `resumable_rollout`),
     then the report there (`evaluation_report`); returns the report's path, or raises
-    `EvaluationFailed` once it is written when too many episodes failed (`check_failures`).
-    A signal once every task is evaluated lets the report be written (a second one aborts)."""
+    `EvaluationFailed` once it is written when too many episodes failed (`check_failures`;
+    fewer give a warning line on stderr). A signal once every task is evaluated lets the report
+    be written (a second one aborts)."""
     settings = evaluation_settings(config, checkpoint)
     out_dir = evaluation_dir(config, checkpoint, settings, env.evaluation_label())
     tasks = eval_tasks(env, config)
@@ -601,32 +675,62 @@ def evaluate_checkpoint(
                 env, tasks, tokenizer, config.eval.seed, config.rollout.max_new_tokens
             )
         system = policy_name(config, checkpoint)
-        path = evaluation_report(env, tasks, groups, config, system, out_dir, degenerate=degenerate)
+        path = evaluation_report(
+            env,
+            tasks,
+            groups,
+            config,
+            system,
+            out_dir,
+            degenerate=degenerate,
+            checkpoint=checkpoint,
+        )
     if groups is not None:
         check_failures(env, tasks, groups, config.eval.max_failed_share, path)
     return path
+
+
+def most_often(reasons: Counter[str], shown: int = 3) -> str:
+    """`N x reason; ...` of the `shown` most common reasons, and how many others there are."""
+    common = "; ".join(f"{count} x {reason}" for reason, count in reasons.most_common(shown))
+    others = len(reasons) - shown
+    return common + (f" (and {others} more)" if others > 0 else "")
 
 
 def check_failures(
     env: Env, tasks: list[Task], groups: list[Group], share: float, report: Path
 ) -> None:
     """`EvaluationFailed` naming the most common failure reasons when every episode of an env
-    failed, or more than `share` of them (a mixture's envs each on their own)."""
-    counts, reasons = [], Counter()
+    failed, or more than `share` of them (a mixture's envs each on their own). When some but
+    fewer failed, the means stand (over the episodes that did not fail) and one warning line on
+    stderr says how many failed and why."""
+    over: list[str] = []
+    under: list[str] = []
+    over_reasons: Counter[str] = Counter()
+    all_reasons: Counter[str] = Counter()
     for part in env.parts(tasks, groups):
         episodes = [t for group in part.groups for t in group.trajectories]
-        failed = [" ".join(t.failed.split())[:MAX_REASON] for t in episodes if t.failed]
-        if failed and (len(failed) == len(episodes) or len(failed) > share * len(episodes)):
-            name = f"{part.name}: " if env.member_envs() else ""
-            counts.append(f"{name}{len(failed)} of {len(episodes)}")
-            reasons.update(failed)
-    if not counts:
-        return
-    common = "; ".join(f"{count} x {reason}" for reason, count in reasons.most_common(3))
-    others = len(reasons) - 3
-    more = f" (and {others} more)" if others > 0 else ""
-    raise EvaluationFailed(
-        f"{', '.join(counts)} episodes failed (eval.max_failed_share: {share:g}), most often: "
-        f"{common}{more}; the report {report} counts them beside every mean: fix the cause, "
-        "then run the same command again"
-    )
+        failed = [reason_text(t.failed) for t in episodes if t.failed]
+        if not failed:
+            continue
+        name = f"{part.name}: " if env.member_envs() else ""
+        count = f"{name}{len(failed)} of {len(episodes)}"
+        all_reasons.update(failed)
+        if len(failed) == len(episodes) or len(failed) > share * len(episodes):
+            over.append(count)
+            over_reasons.update(failed)
+        else:
+            under.append(count)
+    if over:
+        raise EvaluationFailed(
+            f"{', '.join(over)} episodes failed (eval.max_failed_share: {share:g}), most often: "
+            f"{most_often(over_reasons)}; the report {report} counts them beside every mean: "
+            "fix the cause, then run the same command again"
+        )
+    if under:
+        line = (
+            f"warning: {', '.join(under)} episodes failed and are left out of the means "
+            f"(eval.max_failed_share: {share:g}), most often: {most_often(all_reasons)}; "
+            f"the report {report} lists every reason"
+        )
+        print(scrub(line), file=sys.stderr, flush=True)

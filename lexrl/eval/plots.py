@@ -1,5 +1,5 @@
-"""Figures of a run: the training reward by step, and each env's headline metric before and
-after training."""
+"""Figures of a run: the training reward by step, each env's headline metric before and after
+training, and an evaluation's headline metrics beside its teacher's and degenerate policies'."""
 
 from __future__ import annotations
 
@@ -12,6 +12,80 @@ if TYPE_CHECKING:
     from lexrl.envs.base import Env
 
 Interval = dict[str, float]
+Bar = tuple[str, Interval, str]
+"""One bar: its label, `{"mean", "low", "high"}` (low and high may be missing: no error bar)
+and its colour."""
+Panel = tuple[str, str, list[Bar]]
+"""One panel: its title (the env), the y label (the metric) and its bars, left to right."""
+
+BEFORE, AFTER, POLICY, TEACHER, DEGENERATE = "#9aa5b1", "#2b6cb0", "#2b6cb0", "#2f855a", "#c05621"
+
+
+def plot_bars(
+    path: Path,
+    panels: list[Panel],
+    legend: dict[str, str] | None = None,
+    columns: int | None = None,
+) -> Path:
+    """One panel per env, `columns` a row (None: all side by side), each a bar chart with 95%
+    intervals as error bars where a bar has one, and `legend` ({label: colour}) on the first
+    panel if given. Saved as a PNG at `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    columns = min(columns or len(panels), len(panels))
+    rows = -(-len(panels) // columns)
+    # A panel widens with its bars, so a dozen degenerate policies' labels stay legible; a
+    # column is as wide as its widest panel.
+    widths = [max(3.2, 0.5 * len(bars) + 1.6) for _, _, bars in panels]
+    column_widths = [max(widths[c::columns]) for c in range(columns)]
+    figure, grid = plt.subplots(
+        rows,
+        columns,
+        figsize=(sum(column_widths), 3.4 * rows),
+        squeeze=False,
+        width_ratios=column_widths,
+    )
+    axes = [axis for row in grid for axis in row]
+    for axis in axes[len(panels) :]:
+        axis.set_visible(False)
+    for axis, (title, metric, bars) in zip(axes, panels, strict=False):
+        labels = [label for label, _, _ in bars]
+        axis.bar(
+            labels,
+            [value["mean"] for _, value, _ in bars],
+            color=[colour for _, _, colour in bars],
+        )
+        # Error bars only where there is an interval: a cap at the mean would read as one.
+        ranged = [(label, value) for label, value, _ in bars if "low" in value and "high" in value]
+        if ranged:
+            axis.errorbar(
+                [label for label, _ in ranged],
+                [value["mean"] for _, value in ranged],
+                yerr=[
+                    [value["mean"] - value["low"] for _, value in ranged],
+                    [value["high"] - value["mean"] for _, value in ranged],
+                ],
+                fmt="none",
+                ecolor="black",
+                capsize=6,
+            )
+        axis.set_title(title)
+        axis.set_ylabel(metric)
+        axis.grid(axis="y", alpha=0.3)
+        if any(len(label) > 8 for label in labels):
+            axis.tick_params(axis="x", labelrotation=45)
+            plt.setp(axis.get_xticklabels(), ha="right")
+    if legend:
+        handles = [Patch(color=colour, label=label) for label, colour in legend.items()]
+        axes[0].legend(handles=handles, fontsize="small", loc="best")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
 
 
 def plot_before_after(
@@ -19,29 +93,51 @@ def plot_before_after(
 ) -> Path:
     """One panel per env, `(env, metric, before, after)` with each side `{"mean", "low",
     "high"}` or None (not evaluated): two bars with their 95% intervals. Saved as a PNG."""
-    import matplotlib
+    return plot_bars(
+        path,
+        [
+            (
+                name,
+                metric,
+                [
+                    (label, value, colour)
+                    for label, value, colour in (
+                        ("before", before, BEFORE),
+                        ("after", after, AFTER),
+                    )
+                    if value is not None
+                ],
+            )
+            for name, metric, before, after in panels
+        ],
+    )
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.4), squeeze=False)
-    for axis, (name, metric, before, after) in zip(axes[0], panels, strict=True):
-        labels, means, errors = [], [], [[], []]
-        for label, value in (("before", before), ("after", after)):
-            if value is None:
-                continue
-            labels.append(label)
-            means.append(value["mean"])
-            errors[0].append(value["mean"] - value["low"])
-            errors[1].append(value["high"] - value["mean"])
-        axis.bar(labels, means, yerr=errors, capsize=6, color=["#9aa5b1", "#2b6cb0"][: len(means)])
-        axis.set_title(name)
-        axis.set_ylabel(metric)
-        axis.grid(axis="y", alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+def evaluation_panel(
+    env: str,
+    metric: str,
+    policy: str,
+    interval: Interval | None,
+    baselines: list[tuple[str, float | None]],
+) -> Panel:
+    """An evaluation's panel of one env: the policy's mean of `metric` with its interval (None:
+    not evaluated, or every episode failed), then each baseline's `(name, mean)` that has one
+    (the scripted teacher, named `teacher`, and the degenerate policies of `lexrl audit`)."""
+    bars: list[Bar] = []
+    if interval is not None:
+        bars.append((policy, interval, POLICY))
+    for name, value in baselines:
+        if value is not None:
+            bars.append((name, {"mean": value}, TEACHER if name == "teacher" else DEGENERATE))
+    return env, metric, bars
+
+
+EVALUATION_LEGEND = {
+    "policy (95% interval)": POLICY,
+    "scripted teacher": TEACHER,
+    "degenerate policy": DEGENERATE,
+}
+"""The colours of `evaluation_panel`'s bars."""
 
 
 def headline_panels(

@@ -57,7 +57,7 @@ async def run_groups_async(
     try:
         trajectories = await asyncio.gather(*jobs)
     finally:
-        bar.close()
+        close_bar(bar)
     return [
         Group(
             task=task,
@@ -65,6 +65,18 @@ async def run_groups_async(
         )
         for i, task in enumerate(tasks)
     ]
+
+
+def close_bar(bar: tqdm) -> None:
+    """Close `bar` with the next output on a line of its own. On a terminal tqdm wipes a bar
+    left with `leave=False`; in a log file or a pipe, `\\r` wipes nothing, so the bar's last
+    state is ended with a newline instead of leaving fragments that a table's title lands on."""
+    # Read before closing: `close` marks the bar disabled.
+    drawn = not bar.disable
+    bar.close()
+    if drawn and not getattr(bar.fp, "isatty", lambda: True)():
+        bar.fp.write("\n")
+        bar.fp.flush()
 
 
 def run_groups(

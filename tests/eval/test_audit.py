@@ -1,6 +1,7 @@
 """`lexrl audit`: degenerate policies' rewards as shares of the scripted teacher's, the table that
 marks the large ones, and the command on the CPU mixture."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -18,7 +19,16 @@ from lexrl.envs.gdpr.env import GdprEnv
 from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.lexam.env import LexamEnv
 from lexrl.envs.lexam.options import LexamEnvConfig
-from lexrl.eval.audit import TEACHER, AuditRow, audit, audit_env, markdown, play, teachable
+from lexrl.eval.audit import (
+    TEACHER,
+    AuditRow,
+    audit,
+    audit_env,
+    markdown,
+    play,
+    set_shares,
+    teachable,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,6 +95,30 @@ def test_the_table_marks_shares_above_the_bound():
     )
     assert "| argument | empty | 3 | 1 | 1.000 | 50% | accuracy n/a | n/a |" in lines
     assert "| argument | teacher | 3 | 0 | 2.000 | 100% | accuracy 1.000 | 25% |" in lines
+
+
+def test_no_share_is_taken_of_a_teacher_reward_that_is_not_positive():
+    """A teacher at -0.03 once put a policy at +1.01 at -3367% of it: a ratio to a reward <= 0
+    is no share, so it is n/a in the table and null in the JSON."""
+    rows = [
+        AuditRow("gdpr", TEACHER, 4, 0, -0.03, None, 0.5, "accuracy"),
+        AuditRow("gdpr", "always_Yes", 4, 0, 1.01, -33.67, 0.5, "accuracy"),
+        AuditRow("lexam", TEACHER, 4, 0, 0.0, None, 0.0, "accuracy"),
+        AuditRow("lexam", "empty", 4, 0, -0.5, None, 0.0, "accuracy"),
+        AuditRow("argument", TEACHER, 4, 0, 2.0, None, 1.0, "accuracy"),
+        AuditRow("argument", "empty", 4, 0, 0.5, None, 0.0, "accuracy"),
+    ]
+    table = markdown(rows)
+    # Even a row whose share was set elsewhere shows none.
+    assert "| gdpr | always_Yes | 4 | 0 | 1.010 | n/a (teacher's reward <= 0) |" in table
+    assert "| gdpr | teacher | 4 | 0 | -0.030 | n/a (teacher's reward <= 0) |" in table
+    assert "| lexam | empty | 4 | 0 | -0.500 | n/a (teacher's reward <= 0) |" in table
+    assert "| argument | empty | 4 | 0 | 0.500 | 25% |" in table
+    assert "-3367%" not in table
+    shares = {(row.env, row.policy): row.share for row in set_shares(rows)}
+    assert shares[("gdpr", "always_Yes")] is None and shares[("lexam", "empty")] is None
+    assert shares[("argument", "empty")] == 0.25
+    assert json.loads(json.dumps([dataclasses.asdict(row) for row in rows]))[1]["share"] is None
 
 
 def test_the_cap_cuts_replies_as_a_rollout_would_and_the_row_says_how_many(tokenizer):
@@ -155,6 +189,12 @@ def test_lexrl_eval_shows_each_envs_degenerate_baselines(model_cache, tmp_path):
         rows = report["envs"][name]["degenerate_baselines"]
         assert rows[0]["policy"] == TEACHER and rows[0]["env"] == name
         assert {"empty", "echo"} <= {row["policy"] for row in rows}
+    # Each env's folder holds its part of the report, and nothing is left empty.
+    for name in ("statute", "argument", "gdpr", "lexam"):
+        part = json.loads((report_file.parent / name / "eval_test_report.json").read_text())
+        assert part["env_name"] == name and part["degenerate_baselines"]
+    assert all(any(folder.iterdir()) for folder in report_file.parent.iterdir() if folder.is_dir())
+    assert "provenance" in report and (report_file.parent / "eval_test_headline.png").is_file()
     markdown_text = report_file.with_suffix(".md").read_text()
     for name in ("statute", "argument", "gdpr", "lexam"):
         section = markdown_text.split(f"\n## {name}\n")[1].split("\n## lexam\n")[0]

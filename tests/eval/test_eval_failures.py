@@ -69,9 +69,12 @@ def test_a_dead_endpoint_writes_the_report_then_ends_with_a_run_error_naming_it(
     assert f"the report {written / 'eval_test_report.md'} counts them" in error
     report = json.loads((written / "eval_test_report.json").read_text())
     assert report["summary"] == {"episodes": 24.0, "failed_episodes": 24.0}
+    reason = f"policy {url}: APIConnectionError: Connection error."
+    assert report["failure_reasons"] == [{"reason": reason, "count": 24}]
     markdown = (written / "eval_test_report.md").read_text()
     assert "| metric | mean [95% CI] | failed |" in markdown
     assert "| episodes | 24.0000 | 24/24 |" in markdown
+    assert f"## Failed episodes\n\n| episodes | reason |\n|---:|---|\n| 24 | {reason} |" in markdown
     assert not (written / PARTIAL_FILE).exists()
 
 
@@ -108,13 +111,29 @@ def test_more_than_the_share_failing_is_a_run_error_and_the_share_can_be_raised(
     assert report["summary"]["episodes"] == 24 and report["summary"]["failed_episodes"] == 16
 
 
-def test_a_few_failures_still_give_a_report_with_the_failed_count_beside_each_mean(tmp_path):
+def test_a_few_failures_still_give_a_report_with_the_failed_count_beside_each_mean(
+    tmp_path, capsys
+):
     with chat_server(EveryThird(failing=1)) as url:
         assert run_eval(url, tmp_path) == 0
     markdown = (folder(tmp_path) / "eval_test_report.md").read_text()
     assert "| failed |" in markdown
     rows = [line for line in markdown.splitlines() if line.startswith("| reward |")]
     assert len(rows) == 1 and rows[0].endswith(" | 8/24 |")
+    reason = f"policy {url}: RateLimitError: Error code: 429"
+    report = json.loads((folder(tmp_path) / "eval_test_report.json").read_text())
+    ((listed, count),) = [(r["reason"], r["count"]) for r in report["failure_reasons"]]
+    assert listed.startswith(reason) and count == 8
+    assert f"| 8 | {reason}" in markdown
+    # Below eval.max_failed_share the evaluation succeeds, and stderr says so in one line.
+    (warning,) = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warning.startswith(
+        "warning: 8 of 24 episodes failed and are left out of the means "
+        f"(eval.max_failed_share: 0.5), most often: 8 x {reason}"
+    )
+    assert warning.endswith(
+        f"the report {folder(tmp_path) / 'eval_test_report.md'} lists every reason"
+    )
 
 
 def _groups(failed: list[str | None]) -> list[Group]:
@@ -132,7 +151,7 @@ class OneEnv:
         return [EnvPart(self.name, self, tasks, groups)]
 
 
-def test_the_message_counts_the_most_common_reasons_and_the_others():
+def test_the_message_counts_the_most_common_reasons_and_the_others(capsys):
     reasons = ["a  down", "a down", "a down", "b", "c", "d", None]
     with pytest.raises(EvaluationFailed) as failed:
         check_failures(OneEnv(), [], _groups(reasons), 0.5, Path("report.md"))
@@ -141,7 +160,13 @@ def test_the_message_counts_the_most_common_reasons_and_the_others():
     assert message.startswith("6 of 7 episodes failed (eval.max_failed_share: 0.5), most ")
     assert "most often: 3 x a down; 1 x b; 1 x c (and 1 more);" in message
     assert failed.value.exit_code == 9
+    assert capsys.readouterr().err == ""
     check_failures(OneEnv(), [], _groups(reasons), 0.9, Path("report.md"))
+    assert capsys.readouterr().err == (
+        "warning: 6 of 7 episodes failed and are left out of the means (eval.max_failed_share: "
+        "0.9), most often: 3 x a down; 1 x b; 1 x c (and 1 more); the report report.md lists "
+        "every reason\n"
+    )
     with pytest.raises(EvaluationFailed):
         check_failures(OneEnv(), [], _groups(["x", "x"]), 1.0, Path("report.md"))
 

@@ -275,9 +275,17 @@ def _stopped_and_resumed(tmp_path: Path, capsys, endpoint, signum: int) -> int:
         assert _eval(url, tmp_path, "clean") == 0
     folder, clean = _evaluated(tmp_path, "run"), _evaluated(tmp_path, "clean")
     assert not partial.exists() and folder.name == clean.name
-    for name in ("eval_test_report.json", "eval_test.jsonl"):
-        assert (folder / name).read_text() == (clean / name).read_text(), name
+    assert _report(folder) == _report(clean)
+    assert (folder / "eval_test.jsonl").read_text() == (clean / "eval_test.jsonl").read_text()
     return kept
+
+
+def _report(folder: Path) -> dict:
+    """The report in `folder`, less the one thing two runs into other output folders differ in:
+    `run.output_dir`, which its provenance records (and hashes)."""
+    report = json.loads((folder / "eval_test_report.json").read_text())
+    del report["provenance"]["config"]["run"]["output_dir"], report["provenance"]["config_sha256"]
+    return report
 
 
 @pytest.mark.parametrize(
@@ -422,7 +430,8 @@ def test_sigterm_keeps_the_tasks_done_and_a_rerun_ends_as_an_uninterrupted_run(
     folder, clean_folder = _written(resumed.stdout), _written(clean.stdout)
     assert folder == partial.parent and folder.name == clean_folder.name
     assert not partial.exists()
-    for name in ("eval_test_report.json", "eval_test.jsonl", "eval_test_final_rankings.jsonl"):
+    assert _report(folder) == _report(clean_folder)
+    for name in ("eval_test.jsonl", "eval_test_final_rankings.jsonl"):
         assert (folder / name).read_text() == (clean_folder / name).read_text(), name
     report = json.loads((folder / "eval_test_report.json").read_text())
     assert report["summary"]["episodes"] == 12

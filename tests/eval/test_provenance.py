@@ -1,0 +1,157 @@
+"""What a report says of where its numbers came from (`lexrl.eval.provenance`): each field on its
+own, and None, never an error, where the machine cannot tell (no git, no /proc/cpuinfo)."""
+
+import hashlib
+import json
+import subprocess
+
+import yaml
+
+from lexrl.config import Config, MixMember
+from lexrl.eval import provenance as provenance_module
+from lexrl.eval.provenance import (
+    caps,
+    config_dict,
+    config_sha256,
+    cpu_model,
+    git_state,
+    library_versions,
+    machine,
+    markdown,
+    policy_source,
+    provenance,
+    sampling,
+)
+
+KEYS = [
+    "lexrl",
+    "config_sha256",
+    "policy",
+    "sampling",
+    "caps",
+    "seeds",
+    "checkpoint",
+    "libraries",
+    "machine",
+    "config",
+]
+
+
+def test_the_block_has_every_field_and_the_hash_is_of_its_config():
+    config = Config()
+    block = provenance(config, None)
+    assert list(block) == KEYS
+    assert block["config"]["eval"]["seed"] == config.eval.seed
+    canonical = json.dumps(block["config"], sort_keys=True, separators=(",", ":"))
+    assert block["config_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
+    assert block["seeds"] == {"run.seed": 0, "eval.seed": 1234}
+    assert block["checkpoint"] is None
+    json.dumps(block)  # JSON-ready as it is
+
+
+def test_another_config_has_another_hash():
+    other = Config()
+    other.eval.seed += 1
+    assert config_sha256(config_dict(other)) != config_sha256(config_dict(Config()))
+
+
+def test_the_endpoint_is_named_without_its_credentials():
+    config = Config()
+    config.rollout.backend = "openai"
+    config.model.name_or_path = "vendor/model"
+    config.rollout.base_url = "https://user:secret@api.example.com/v1?api_key=abc123"
+    source = policy_source(config)
+    assert source["backend"] == "openai" and source["model"] == "vendor/model"
+    assert "secret" not in source["endpoint"] and "abc123" not in source["endpoint"]
+    assert source["endpoint"].startswith("https://***@api.example.com/v1")
+    assert sampling(config)["top_p"] == "endpoint default"
+
+
+def test_sampling_and_caps_are_the_evaluated_envs_own():
+    config = Config()
+    config.env.name = "mix"
+    config.env.mix = [MixMember("gdpr"), MixMember("debate")]
+    config.env.gdpr.max_new_tokens = 40
+    config.eval.greedy = True
+    config.eval.samples_per_task = 4
+    drawn = sampling(config)
+    assert (drawn["greedy"], drawn["samples_per_task"], drawn["top_p"]) == (True, 4, 1.0)
+    assert drawn["temperatures"] == {
+        "env.gdpr.temperature": 1.0,
+        "env.debate.debater_temperature": 0.7,
+        "env.debate.judge_temperature": 0.1,
+    }
+    limits = caps(config)
+    assert limits["rollout.max_new_tokens"] == 96 and limits["env.gdpr.max_new_tokens"] == 40
+    # Unset per-role caps (None: `rollout.max_new_tokens`) and other envs' are left out.
+    assert "env.gdpr.agent_max_new_tokens" not in limits
+    assert "env.statute.max_new_tokens" not in limits
+    assert limits["env.debate.judge_max_new_tokens"] == 500
+
+
+def test_the_checkpoint_is_identified_by_its_adapters_digest(tmp_path):
+    adapter = tmp_path / "step-000001" / "adapter"
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights")
+    block = provenance(Config(), str(tmp_path / "step-000001"))
+    assert block["checkpoint"] == {
+        "path": str((tmp_path / "step-000001").resolve()),
+        "adapter_sha256": hashlib.sha256(b"weights").hexdigest(),
+    }
+
+
+def test_git_gives_the_commit_and_whether_tracked_files_changed(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    assert git_state(tmp_path) is None  # not a repository
+    git("init", "-q")
+    (tmp_path / "__init__.py").write_text("")
+    git("add", "__init__.py")
+    assert git_state(tmp_path) is None  # no commit yet
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    state = git_state(tmp_path)
+    assert len(state["commit"]) == 40 and state["dirty"] is False
+    (tmp_path / "__init__.py").write_text("x = 1\n")
+    assert git_state(tmp_path)["dirty"] is True
+
+
+def test_a_repository_that_does_not_track_the_package_is_not_its_commit(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    package = tmp_path / "venv" / "lexrl"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    assert git_state(package) is None
+
+
+def test_without_git_or_proc_the_fields_are_null(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no git to run
+    monkeypatch.setattr(provenance_module, "gpu_name", lambda: 1 / 0)
+    block = provenance(Config(), None)
+    assert block["lexrl"]["git"] is None
+    assert block["machine"]["gpu"] is None
+    found = machine(tmp_path / "no-cpuinfo")
+    assert found["cpu"] is None and found["python"] and found["cores"] >= 1
+
+
+def test_the_cpu_is_the_first_model_name(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Some CPU @ 2.0GHz\n\nmodel name\t: other\n")
+    assert cpu_model(cpuinfo) == "Some CPU @ 2.0GHz"
+    cpuinfo.write_text("processor\t: 0\nHardware\t: an ARM board\n")
+    assert cpu_model(cpuinfo) is None
+
+
+def test_a_library_not_installed_is_null():
+    versions = library_versions(("torch", "no-such-distribution-lexrl"))
+    assert versions["torch"] and versions["no-such-distribution-lexrl"] is None
+
+
+def test_the_markdown_section_shows_all_but_the_config_itself():
+    block = provenance(Config(), None)
+    text = markdown(block)
+    assert text.startswith("## Provenance\n")
+    fenced = text.split("```yaml\n")[1].split("```")[0]
+    shown = yaml.safe_load(fenced)
+    assert "config" not in shown and shown["config_sha256"] == block["config_sha256"]
+    assert shown["seeds"] == block["seeds"]
