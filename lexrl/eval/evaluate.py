@@ -578,7 +578,11 @@ def evaluation_report(
         "system": system,
         "tasks": len(tasks),
         "samples_per_task": config.eval.samples_per_task if groups is not None else None,
+        # `lexrl compare` checks that two reports cover the same tasks.
+        "task_ids": [task.id for task in tasks],
     }
+    if not env.member_envs():
+        report["headline_metric"] = env.headline_metric
     markdown = [f"# Evaluation of {system}, {split} split ({len(tasks)} tasks)", ""]
     panels = []
     if groups is not None:

@@ -17,6 +17,7 @@ evaluation goes on. Training from such a backend is refused: it has no weights t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -27,7 +28,21 @@ import openai
 from lexrl.errors import ConfigError
 from lexrl.rewards.judge import DiskCache, make_async_client
 from lexrl.rollout.backend import Completion, EpisodeCallFailed, Sampling, current_call
-from lexrl.secrets import check_url, resolve_api_key, scrub
+from lexrl.secrets import api_base_url, check_url, resolve_api_key, scrub
+
+SECONDS_PER_TOKEN = 0.5
+"""Seconds a request may take per completion token it is allowed: 2 tokens a second. A 2-core
+CPU vLLM server of SmolLM2-135M gave each of 2 concurrent requests 6 to 10 tokens a second, and
+`chat_concurrency` puts up to 16 on it. A GPU server or a paid API is faster; the allowance only
+lengthens the wait for a server that hangs (a refused connection fails at once).
+`rollout.chat_timeout_s` stays the floor."""
+
+
+def request_timeout(timeout_s: float, max_tokens: int) -> float:
+    """The per-request timeout for a completion of at most `max_tokens`: `timeout_s`, or longer
+    when the cap needs it (`max_tokens` x `SECONDS_PER_TOKEN`). A fixed timeout fails every long
+    reply of a slow server at the same second, however many retries follow."""
+    return max(timeout_s, max_tokens * SECONDS_PER_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -38,6 +53,7 @@ class ChatEndpoint:
     api_key_env: str = ""
     concurrency: int = 16
     timeout_s: float = 120.0
+    """The floor of each request's timeout (`request_timeout`)."""
     max_retries: int = 3
     token_ids: bool = False
     """Ask a vLLM server for token ids and log-probs (`return_token_ids`, `logprobs`)."""
@@ -95,8 +111,16 @@ class OpenAIChatBackend:
         # The openai client would send a URL's `user:password@` as Basic auth in place of the
         # key in `api_key_env`, where an echoing server puts it into replies and the cache.
         check_url(endpoint.base_url, "`rollout.base_url`")
-        self.endpoint = endpoint
-        self.api_key = resolve_api_key(endpoint.api_key_env, "rollout.api_key_env")
+        # `http://host:8000` and `http://host:8000/v1` name the same server.
+        self.endpoint = endpoint = dataclasses.replace(
+            endpoint, base_url=api_base_url(endpoint.base_url)
+        )
+        self.api_key = resolve_api_key(
+            endpoint.api_key_env,
+            "rollout.api_key_env",
+            base_url=endpoint.base_url,
+            flag="--rollout.api_key_env",
+        )
         self.cache = DiskCache(endpoint.cache_dir) if endpoint.cache_dir else None
         self._client: openai.AsyncOpenAI | None = None
         self._limit: asyncio.Semaphore | None = None
@@ -148,6 +172,7 @@ class OpenAIChatBackend:
                     max_tokens=sampling.max_new_tokens,
                     logprobs=True if self.endpoint.token_ids else None,
                     extra_body=extra,
+                    timeout=request_timeout(self.endpoint.timeout_s, sampling.max_new_tokens),
                 )
                 return parse_choice(completion, self.endpoint.token_ids)
             except openai.APIError as error:

@@ -8,6 +8,10 @@ SIGINT, SIGTERM or SIGHUP (schedulers, `docker stop` and systemd send SIGTERM), 
 with all its processes; `lexrl serve` then exits 0. If `lexrl serve` is killed with -9, the
 kernel still stops the server (Linux). `--wait-only` style use is left to scripts that poll
 `/health` (scripts/serve_vllm.sh).
+
+`lexrl serve smollm2` needs no config: a known model name in place of CONFIG (`KNOWN_MODELS`)
+stands for a config built here, whose YAML twin is `configs/serve_smollm2.yaml`. The ready line
+prints the flags that point `lexrl eval` (and `lexrl train`) at the server.
 """
 
 from __future__ import annotations
@@ -24,11 +28,73 @@ from pathlib import Path
 
 import httpx
 
-from lexrl.config import Config
+from lexrl.config import Config, RolloutConfig, load_config
 
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+KNOWN_MODELS: dict[str, dict[str, str]] = {
+    "smollm2-135m": {
+        "model.name_or_path": "smollm2-135m",
+        "rollout.vllm_max_model_len": "4096",
+        "warmstart.enabled": "false",
+    },
+}
+"""What `lexrl serve NAME` serves without a config file, as the overrides that build it; a user
+without a clone of the repo has no `configs/`. Keep `configs/serve_smollm2.yaml` equal to it
+(a test does)."""
+KNOWN_ALIASES = {"smollm2": "smollm2-135m"}
+
+
+def serve_config(config_or_name: str | None, overrides: list[str]) -> Config | None:
+    """The config `lexrl serve` runs: a known model name (`smollm2`, `smollm2-135m`) that is no
+    file builds its config in code, with `overrides` on top; None for anything else (a config
+    file, which the caller loads as every command does)."""
+    if config_or_name is None or Path(config_or_name).is_file():
+        return None
+    name = KNOWN_ALIASES.get(config_or_name, config_or_name)
+    if name not in KNOWN_MODELS:
+        return None
+    preset = [token for key, value in KNOWN_MODELS[name].items() for token in (f"--{key}", value)]
+    # argparse keeps an option's last value, so the user's overrides win.
+    return load_config(None, preset + overrides)
+
+
+def served_names(config: Config) -> list[str]:
+    """The names vLLM answers to: `rollout.vllm_served_model` (what the `vllm-server` backend
+    asks for) first, then the model's own name, so the `openai` backend reaches it under the
+    `model.name_or_path` a config already has. Not a warm-started base (other weights than the
+    name says) nor a local folder (a path is no name)."""
+    names = [config.rollout.vllm_served_model]
+    model = config.model.name_or_path
+    if model not in names and not config.warmstart.enabled and not Path(model).exists():
+        names.append(model)
+    return names
+
+
+def _client_host(host: str) -> str:
+    """The host a client on this machine dials for a server bound to `host`."""
+    if host in ("", "0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def ready_lines(config: Config, host: str, port: int) -> list[str]:
+    """What `lexrl serve` prints once the server answers: the flags that evaluate the served
+    model with the `openai` backend, and those that train against it with `vllm-server`."""
+    root = f"http://{_client_host(host)}:{port}"
+    name = served_names(config)[-1]
+    train = f"--rollout.backend vllm-server --rollout.vllm_urls '[{root}]'"
+    if config.rollout.vllm_served_model != RolloutConfig.vllm_served_model:
+        train += f" --rollout.vllm_served_model {config.rollout.vllm_served_model}"
+    return [
+        f"ready: {root}/v1 serving {name}; evaluate it with: lexrl eval CONFIG "
+        f"--rollout.backend openai --rollout.base_url {root}/v1 --model.name_or_path {name} "
+        '--rollout.api_key_env ""',
+        f"train against it (CONFIG with this base model) with: lexrl train CONFIG {train}",
+    ]
 
 
 def max_lora_rank(rank: int) -> int:
@@ -52,7 +118,7 @@ def vllm_server_command(
         "--model",
         str(base_path),
         "--served-model-name",
-        rollout.vllm_served_model,
+        *served_names(config),
         "--host",
         host,
         "--port",
@@ -135,13 +201,9 @@ def serve(config: Config, base_path: str, host: str, port: int, timeout_s: float
         process = subprocess.Popen(
             argv, env=env, start_new_session=True, preexec_fn=_die_with_parent()
         )
-        url = f"http://{host}:{port}"
-        seconds = wait_until_healthy(url, process, timeout_s)
-        print(
-            f"ready: {url} serves {config.rollout.vllm_served_model!r} = {base_path} "
-            f"(healthy after {seconds:.0f} s); set rollout.vllm_urls: [{url}]",
-            flush=True,
-        )
+        seconds = wait_until_healthy(f"http://{_client_host(host)}:{port}", process, timeout_s)
+        print(f"healthy after {seconds:.0f} s: {' '.join(served_names(config))} = {base_path}")
+        print("\n".join(ready_lines(config, host, port)), flush=True)
         process.wait()
     except _Stop as stop:
         print(f"{signal.Signals(stop.args[0]).name}: stopping the vLLM server", flush=True)

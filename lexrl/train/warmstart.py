@@ -121,7 +121,14 @@ def build_warmstarted_base(
     rows = scripted_rows(env, tokenizer, config.num_episodes, seed)
     target = warmstart_dir(base_dir, config, seed, rows, str(model.dtype))
     if (target / "config.json").is_file():
+        print(f"warm-start: cached {target} (built once for these settings, reused by every seed)")
         return target
+    steps = config.epochs * -(-len(rows) // config.batch_size)
+    # The first run of a demo spends most of its time here; say that it happens once.
+    print(
+        f"warm-start: {steps} SFT steps on {len(rows)} scripted rows, built once and cached in "
+        f"{target}; later runs and other seeds of these settings reuse it"
+    )
     torch.manual_seed(seed)
     losses = supervised_finetune(model, rows, config, tokenizer.pad_token_id, seed)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))

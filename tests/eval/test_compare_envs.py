@@ -42,3 +42,13 @@ def test_reports_of_one_env_and_split_compare(tmp_path, capsys):
     path_a, path_b = _report(tmp_path, "a", "lexam"), _report(tmp_path, "b", None)
     main(["compare", str(path_a), str(path_b)])
     assert "| reward | 0.5000 | 0.5000 | +0.0000 | - |" in capsys.readouterr().out
+
+
+def test_a_leaderboard_refuses_a_report_of_another_env(tmp_path, capsys):
+    paths = [_report(tmp_path, name, env) for name, env in (("a", "lexam"), ("b", "lexam"))]
+    other = _report(tmp_path, "c", "statute")
+    with pytest.raises(SystemExit) as stop:
+        main(["compare", *map(str, paths), str(other)])
+    assert stop.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"config error: {paths[0]} evaluates env lexam") and str(other) in line

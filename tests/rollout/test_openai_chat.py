@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lexrl.cli import main
+from lexrl.rollout.openai_chat import request_timeout
 from tests.chat_stub import chat_server, completion
 
 KEY = "sk-lexrl-policy-canary-5c0ffee1d2"
@@ -130,6 +131,38 @@ def test_train_refuses_the_backend_in_one_line(tmp_path, capsys):
     error = capsys.readouterr().err
     assert error.startswith("config error: `rollout.backend: openai` is for evaluation")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_paper_config_runs_against_a_local_server_without_its_key(tmp_path, monkeypatch, capsys):
+    """`configs/api/*` name OpenAI's key; pointed at a server on this machine, with only
+    `--rollout.base_url` and `--model.name_or_path` changed, they run without it."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with chat_server(Endpoint()) as url:
+        main(
+            [
+                "eval",
+                "configs/api/lexam_mcq_gpt4o.yaml",
+                "--rollout.base_url", url.removesuffix("/v1"),  # the bare address will do
+                "--model.name_or_path", "smollm2-135m",
+                "--env.lexam.source", "sample",
+                "--eval.max_tasks", "2",
+                "--rollout.chat_cache_dir", "",
+                "--run.output_dir", str(tmp_path / "run"),
+            ]
+        )  # fmt: skip
+    err = capsys.readouterr().err
+    assert "note: OPENAI_API_KEY (--rollout.api_key_env) is not set" in err
+    (folder,) = (tmp_path / "run" / "eval").iterdir()
+    report = json.loads((folder / "eval_test_report.json").read_text())
+    assert report["summary"]["parsed"] == 1.0 and "failed_episodes" not in report["summary"]
+
+
+@pytest.mark.parametrize(
+    ("cap", "expected"), [(96, 120.0), (240, 120.0), (1000, 500.0), (2000, 1000.0)]
+)
+def test_the_timeout_grows_with_the_completion_cap(cap, expected):
+    assert request_timeout(120.0, cap) == expected
+    assert request_timeout(1500.0, cap) == 1500.0  # the configured timeout stays the floor
 
 
 def _jsonl(tmp_path: Path) -> list[dict]:
