@@ -279,7 +279,11 @@ class JudgeClient:
             )
         return make_async_client(
             judge.base_url,
-            resolve_api_key(judge.api_key_env, f"judge {judge.model}"),
+            resolve_api_key(
+                judge.api_key_env,
+                f"judge {judge.model}",
+                base_url=judge.base_url,
+            ),
             judge.timeout_s,
             judge.max_retries,
             http_client_factory() if http_client_factory else None,

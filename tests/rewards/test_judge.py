@@ -268,6 +268,14 @@ def test_a_missing_api_key_names_the_variable_and_the_judge(monkeypatch):
         JudgeClient([config], None)
 
 
+def test_a_judge_on_this_machine_needs_no_key(monkeypatch, capsys):
+    # A paper's judge config names OpenAI's key; pointed at a local server it must still start.
+    monkeypatch.delenv("LEXRL_TEST_JUDGE_KEY", raising=False)
+    config = JudgeConfig("http://127.0.0.1:8000/v1", "m", api_key_env="LEXRL_TEST_JUDGE_KEY")
+    JudgeClient([config], None)
+    assert "LEXRL_TEST_JUDGE_KEY (api_key_env) is not set" in capsys.readouterr().err
+
+
 def test_the_api_key_is_sent_as_a_bearer_token(monkeypatch):
     monkeypatch.setenv("LEXRL_TEST_JUDGE_KEY", "secret")
     seen = []
