@@ -231,6 +231,16 @@ class GRPOConfig:
     """Recompute each decoder layer's activations in the backward instead of keeping them
     (transformers' checkpointing, non-reentrant): activation memory drops from every layer's to
     about one layer's plus each layer's input, for one more forward (about 1.3x update time)."""
+    shared_prefix: bool = False
+    """Encode a prompt prefix that several rows share once (Prefix Grouper, Liu et al. 2025,
+    arXiv 2506.05433): a task's K first calls share their whole prompt, later calls the
+    instructions and task text. Rows with a common prompt prefix of 32 tokens or more are packed
+    into one sequence, `[prefix | suffix_1 | ...]`, whose attention mask lets each suffix see the
+    prefix and itself; the log-probs and gradients equal the repeated form's
+    (`lexrl/train/shared_prefix.py`). Micro-batches keep a group's rows together, and
+    `micro_batch_tokens` counts packed tokens (packs x longest pack). Attention still spans each
+    whole pack, so it pays when prefixes are long next to suffixes. Needs `sdpa` or `eager`
+    attention (the models' default is `sdpa`)."""
     logprob_chunk_tokens: int = 512
     """Completion positions (over all rows of a micro-batch) projected to the vocabulary at a
     time when computing log-probs. Each chunk's float32 logits are recomputed in the backward

@@ -34,6 +34,7 @@ from lexrl.train.loss import (
     importance_weights,
     policy_loss,
 )
+from lexrl.train.shared_prefix import pack_attention_mask, pack_shared, split_shared_micro_batches
 
 
 def make_accelerator() -> Accelerator:
@@ -100,6 +101,9 @@ def completion_logprobs(
 ) -> torch.Tensor:
     """[B, T] log-probs of the completion tokens under `model` at each row's temperature.
 
+    `batch` is `pack_rows`' layout, or `shared_prefix.pack_shared`'s (packs of rows sharing a
+    prompt prefix, with segment ids for the attention mask and `hidden_index` / `targets`
+    locating each completion token); the values are the same.
     The decoder runs once; its final hidden states at the B x T positions that predict
     completion tokens are projected to the vocabulary `chunk_tokens` positions at a time. With
     gradients on, each chunk is checkpointed: its [chunk, V] float32 logits are recomputed in the
@@ -108,6 +112,12 @@ def completion_logprobs(
     """
     rows, completion_width = batch["completion_mask"].shape
     decoder, head = _decoder_and_head(model)
+    if "segment_ids" in batch:
+        attention_mask = pack_attention_mask(
+            batch["segment_ids"], decoder.config._attn_implementation, decoder.dtype
+        )
+    else:
+        attention_mask = batch["attention_mask"]
     captured: list[torch.Tensor] = []
     hook = decoder.register_forward_hook(lambda _m, _i, out: captured.append(out[0]))
     last = torch.tensor([batch["input_ids"].shape[1] - 1], device=batch["input_ids"].device)
@@ -118,15 +128,20 @@ def completion_logprobs(
         # through `model` itself, so DDP and DeepSpeed see it.
         model(
             input_ids=batch["input_ids"],
-            attention_mask=batch["attention_mask"],
+            attention_mask=attention_mask,
             position_ids=batch["position_ids"],
             logits_to_keep=last,
         )
     finally:
         hook.remove()
-    # [B * T, H], contiguous for the same reason; row-major, so position i is row i // T.
-    hidden = captured[0][:, -completion_width - 1 : -1].reshape(rows * completion_width, -1)
-    targets = batch["input_ids"][:, -completion_width:].reshape(-1)
+    if "hidden_index" in batch:
+        # [B * T, H]: the packed positions that predict each row's completion tokens.
+        hidden = captured[0].flatten(0, 1)[batch["hidden_index"].flatten()]
+        targets = batch["targets"].flatten()
+    else:
+        # [B * T, H], contiguous for the same reason; row-major, so position i is row i // T.
+        hidden = captured[0][:, -completion_width - 1 : -1].reshape(rows * completion_width, -1)
+        targets = batch["input_ids"][:, -completion_width:].reshape(-1)
     temperatures = batch["temperatures"].to(hidden.device).repeat_interleave(completion_width)
     pieces = []
     for start in range(0, rows * completion_width, max(1, chunk_tokens)):
@@ -288,9 +303,8 @@ class Learner:
 
     def update(self, rows: Sequence[Row]) -> dict[str, float]:
         """One optimizer step (per `updates_per_batch`) over `rows`, this process's share."""
-        chunks = split_micro_batches(
-            rows, self.config.micro_batch_size, self.config.micro_batch_tokens
-        )
+        split = split_shared_micro_batches if self.config.shared_prefix else split_micro_batches
+        chunks = split(rows, self.config.micro_batch_size, self.config.micro_batch_tokens)
         totals, micro_batches = global_totals(rows, len(chunks), self.accelerator)
         old = self._old_logprobs(chunks) if self.importance_sampling != "none" else None
         metrics: dict[str, float] = {}
@@ -303,7 +317,8 @@ class Learner:
 
     def _batch(self, chunk: Sequence[Row]) -> dict[str, torch.Tensor]:
         device = self.accelerator.device
-        return {k: v.to(device) for k, v in pack_rows(chunk, self.pad_id).items()}
+        pack = pack_shared if self.config.shared_prefix else pack_rows
+        return {k: v.to(device) for k, v in pack(chunk, self.pad_id).items()}
 
     @torch.no_grad()
     def _old_logprobs(self, chunks: Sequence[Sequence[Row]]) -> list[torch.Tensor]:

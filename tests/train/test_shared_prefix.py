@@ -1,0 +1,262 @@
+"""Shared-prefix updates: the grouping of rows by prompt prefix, and the packed forward's
+log-probs, gradients and full updates against the repeated form's on the tiny model (float32)."""
+
+import pytest
+import torch
+from accelerate import Accelerator
+
+from lexrl.config import GRPOConfig, LoraConfig
+from lexrl.models import add_lora
+from lexrl.train.advantages import Row
+from lexrl.train.learner import Learner, completion_logprobs, pack_rows
+from lexrl.train.shared_prefix import (
+    PrefixGroup,
+    cut_packs,
+    group_by_prefix,
+    pack_attention_mask,
+    pack_shared,
+    split_shared_micro_batches,
+)
+from tests.train.test_learner import _accumulated_gradients, assert_same_gradients
+from tests.train.test_logprobs import _policy
+
+
+def _tokens(generator, length):
+    return torch.randint(3, 200, (length,), generator=generator).tolist()
+
+
+def _row(prompt, completion_length, generator, advantage, trajectory):
+    completion = _tokens(generator, completion_length)
+    return Row(
+        prompt, completion, [-2.0] * completion_length, advantage, 0.9, trajectory, "planner"
+    )
+
+
+def _step_rows(seed=0):
+    """A step's rows as the envs make them: two tasks of three trajectories. Each trajectory's
+    first call is the task's whole prompt (system text + task text); a second call extends it with
+    the first reply and a tool result. Then a row whose prompt is shorter than any sharing
+    threshold. The two tasks share only their 20-token system text."""
+    generator = torch.Generator().manual_seed(seed)
+    system = _tokens(generator, 20)
+    rows = []
+    for task in range(2):
+        prompt = system + _tokens(generator, 30 + 6 * task)
+        for k in range(3):
+            trajectory = 3 * task + k
+            first = _row(prompt, 4 + k, generator, (-1.0) ** k * (1 + task), trajectory)
+            rows.append(first)
+            follow_up = prompt + first.completion_ids + _tokens(generator, 3 + k)
+            rows.append(_row(follow_up, 3 + task, generator, first.advantage, trajectory))
+    rows.append(_row(_tokens(generator, 9), 5, generator, 0.5, 6))
+    return rows
+
+
+def _hand_row(prompt, completion=(7, 8)):
+    return Row(list(prompt), list(completion), [-1.0] * len(completion), 1.0, 1.0, 0, "r")
+
+
+def test_rows_sharing_a_first_call_prompt_are_one_group():
+    shared = list(range(10, 50))  # 40 tokens
+    rows = [_hand_row(shared), _hand_row(shared), _hand_row(shared, (9,))]
+    groups, saved = group_by_prefix(rows, min_tokens=32)
+    assert groups == [PrefixGroup((0, 1, 2), 40)]
+    # Two of the three 40-token prompts are copies: 80 of 40 x 3 + 2 + 2 + 1 tokens.
+    assert saved == pytest.approx(80 / 125)
+
+
+def test_rows_with_different_prompts_are_groups_of_their_own():
+    rows = [_hand_row(range(10, 50)), _hand_row(range(11, 51)), _hand_row(range(10, 20))]
+    groups, saved = group_by_prefix(rows, min_tokens=32)
+    assert groups == [PrefixGroup((0,), 40), PrefixGroup((1,), 40), PrefixGroup((2,), 10)]
+    assert saved == 0
+
+
+def test_a_prompt_that_is_a_prefix_of_another_is_the_shared_prefix():
+    short, long = list(range(10, 50)), list(range(10, 70))
+    rows = [_hand_row(long), _hand_row(short), _hand_row(long[:45] + [3, 4])]
+    groups, saved = group_by_prefix(rows, min_tokens=32)
+    assert groups == [PrefixGroup((0, 1, 2), 40)]
+    assert saved == pytest.approx(80 / (60 + 40 + 47 + 6))
+
+
+def test_a_short_common_prefix_is_not_shared():
+    rows = [_hand_row(list(range(10, 41)) + [3]), _hand_row(list(range(10, 41)) + [4])]
+    groups, _ = group_by_prefix(rows, min_tokens=32)
+    assert [g.rows for g in groups] == [(0,), (1,)]
+    assert [g.rows for g in group_by_prefix(rows, min_tokens=31)[0]] == [(0, 1)]
+
+
+def test_tasks_keep_their_long_task_prompts_rather_than_share_the_system_prompt():
+    rows = _step_rows()
+    groups, saved = group_by_prefix(rows)
+    # Task 0's six rows share its 50-token prompt, task 1's its 56 tokens; sharing only the
+    # 20-token system text across both would save less.
+    assert groups == [
+        PrefixGroup((0, 1, 2, 3, 4, 5), 50),
+        PrefixGroup((6, 7, 8, 9, 10, 11), 56),
+        PrefixGroup((12,), 9),
+    ]
+    trained = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
+    assert saved == pytest.approx((5 * 50 + 5 * 56) / trained)
+
+
+def test_a_group_of_long_suffixes_is_cut_where_packing_would_cost_more_attention():
+    prefix = list(range(10, 50))
+    rows = [_hand_row(prefix + [3] * 5) for _ in range(3)] + [
+        _hand_row(prefix + [4] * 100) for _ in range(3)
+    ]
+    packs = cut_packs(rows, [PrefixGroup((5, 4, 3, 2, 1, 0), 40)])
+    # Shortest first: three 47-token rows pack into 40 + 3 x 7 = 61 tokens, and one 142-token
+    # row more into 163 (163^2 <= 3 x 47^2 + 142^2); a second would make 265 (265^2 > 3 x 47^2 +
+    # 2 x 142^2), and two long rows alone 244 (244^2 > 2 x 142^2), so the others go one a pack.
+    assert packs == [
+        PrefixGroup((0, 1, 2, 3), 40),
+        PrefixGroup((4,), 40),
+        PrefixGroup((5,), 40),
+    ]
+
+
+def test_pack_mask_lets_a_suffix_see_the_prefix_and_itself_only():
+    segments = torch.tensor([[0, 0, 1, 1, 2, -1]])
+    mask = pack_attention_mask(segments, "sdpa", torch.float32)
+    expected = torch.tensor(
+        [
+            [1, 0, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0, 0],
+            [1, 1, 1, 0, 0, 0],
+            [1, 1, 1, 1, 0, 0],
+            [1, 1, 0, 0, 1, 0],
+            [0, 0, 0, 0, 0, 1],
+        ],
+        dtype=torch.bool,
+    )
+    assert mask.equal(expected.view(1, 1, 6, 6))
+    additive = pack_attention_mask(segments, "eager", torch.float32)
+    assert additive.eq(0).equal(mask) and additive[~mask].eq(torch.finfo(torch.float32).min).all()
+    with pytest.raises(ValueError, match="sdpa"):
+        pack_attention_mask(segments, "flash_attention_2", torch.float32)
+
+
+def test_micro_batches_keep_a_group_together_and_respect_the_packed_token_budget():
+    rows = _step_rows()
+    by_rows = split_shared_micro_batches(rows, max_rows=6)
+    # Group by group, each group's rows shortest first.
+    assert [[rows.index(r) for r in b] for b in by_rows] == [
+        [0, 2, 4, 1, 3, 5],
+        [6, 8, 10, 7, 9, 11],
+        [12],
+    ]
+    by_tokens = split_shared_micro_batches(rows, max_rows=6, max_tokens=90)
+    assert len(by_tokens) > 3
+    assert sorted(rows.index(r) for b in by_tokens for r in b) == list(range(len(rows)))
+    for batch in by_tokens:
+        assert pack_shared(batch, pad_id=0)["input_ids"].numel() <= 90 or len(batch) == 1
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_shared_logprobs_equal_the_repeated_rows(tiny_model, attention):
+    policy, pad_id = _policy(tiny_model)
+    policy.set_attn_implementation(attention)
+    rows = _step_rows()
+    shared = pack_shared(rows, pad_id)
+    # 3 packs of at most 56 + 6 x 11 tokens instead of 13 rows of 71.
+    assert shared["input_ids"].shape[0] == 3
+    assert shared["input_ids"].numel() < pack_rows(rows, pad_id)["input_ids"].numel() / 2
+    with torch.no_grad():
+        expected = completion_logprobs(policy, pack_rows(rows, pad_id), chunk_tokens=7)
+        actual = completion_logprobs(policy, shared, chunk_tokens=7)
+    mask = shared["completion_mask"].bool()
+    assert mask.equal(pack_rows(rows, pad_id)["completion_mask"].bool())
+    torch.testing.assert_close(actual[mask], expected[mask], rtol=0, atol=1e-5)
+
+
+def _gradients(policy, batch):
+    policy.zero_grad(set_to_none=True)
+    logprobs = completion_logprobs(policy, batch, chunk_tokens=5)
+    loss = -(logprobs * batch["completion_mask"] * batch["advantages"].view(-1, 1)).sum()
+    loss.backward()
+    return loss.detach(), {
+        n: p.grad.clone() for n, p in policy.named_parameters() if p.grad is not None
+    }
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_shared_gradients_equal_the_repeated_rows(tiny_model, checkpointing):
+    policy, pad_id = _policy(tiny_model)
+    policy.train()
+    if checkpointing:
+        policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    rows = _step_rows(seed=2)
+    expected_loss, expected = _gradients(policy, pack_rows(rows, pad_id))
+    loss, actual = _gradients(policy, pack_shared(rows, pad_id))
+    torch.testing.assert_close(loss, expected_loss, rtol=1e-5, atol=0)
+    assert actual.keys() == expected.keys() and any("lora_A" in n for n in actual)
+    assert_same_gradients(actual, expected)
+
+
+@pytest.mark.parametrize(
+    "grpo",
+    [
+        {"micro_batch_size": 2},
+        {"micro_batch_size": 2, "gradient_checkpointing": True},
+        {"micro_batch_tokens": 150, "beta": 0.1},
+    ],
+    ids=["micro_batch_2", "checkpointing", "token_budget_and_reference"],
+)
+def test_update_accumulates_the_repeated_forms_gradients(tiny_model_path, grpo):
+    from lexrl.config import ModelConfig
+    from lexrl.models import load_base
+
+    rows = _step_rows(seed=4)
+    repeated, repeated_metrics = _accumulated_gradients(
+        load_base(ModelConfig(), path=tiny_model_path), rows, **grpo
+    )
+    shared, shared_metrics = _accumulated_gradients(
+        load_base(ModelConfig(), path=tiny_model_path), rows, shared_prefix=True, **grpo
+    )
+    assert repeated_metrics["loss/grad_norm"] > 0
+    for key in ("loss/policy", "loss/grad_norm", "loss/kl"):
+        assert shared_metrics[key] == pytest.approx(repeated_metrics[key], rel=1e-5, abs=1e-9)
+    assert_same_gradients(shared, repeated)
+
+
+def _update(tiny_model_path, rows, **grpo):
+    """One `Learner.update` of a fresh LoRA (peft's init) over `rows`: its metrics, the gradients
+    the optimizer got (read by a step pre-hook) and the adapter after the step."""
+    from lexrl.config import ModelConfig
+    from lexrl.models import load_base
+
+    model, tokenizer = load_base(ModelConfig(), path=tiny_model_path)
+    policy = add_lora(model, LoraConfig(r=4, alpha=8), seed=0)
+    config = GRPOConfig(loss="grpo", learning_rate=1e-2, micro_batch_size=3, **grpo)
+    learner = Learner(policy, config, 5, Accelerator(cpu=True), tokenizer.pad_token_id)
+    names = {p: n for n, p in learner.policy.named_parameters() if p.requires_grad}
+    gradients = {}
+
+    def capture(optimizer, args, kwargs):
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                gradients[names[parameter]] = parameter.grad.detach().clone()
+
+    learner.optimizer.optimizer.register_step_pre_hook(capture)
+    metrics = learner.update(rows)
+    adapter = {n: p.detach().clone() for n, p in learner.policy.named_parameters() if "lora_" in n}
+    return metrics, gradients, adapter
+
+
+def test_full_update_gives_the_same_loss_and_adapter(tiny_model_path):
+    rows = _step_rows(seed=5)
+    repeated_metrics, repeated_gradients, repeated = _update(tiny_model_path, rows)
+    shared_metrics, shared_gradients, shared = _update(tiny_model_path, rows, shared_prefix=True)
+    for key in ("loss/policy", "loss/grad_norm", "loss/clip_fraction"):
+        assert shared_metrics[key] == pytest.approx(repeated_metrics[key], rel=1e-5)
+    assert_same_gradients(shared_gradients, repeated_gradients)
+    # AdamW's first step moves a weight by lr x g / (|g| + eps), eps = 1e-8: where |g| is far
+    # above eps the step barely depends on g's rounding, and the adapters agree to float32; an
+    # element whose gradient is near eps turns that rounding into a visible share of a step
+    # (test_learner's reason to compare gradients), so there only the step's bound holds.
+    for name, value in repeated.items():
+        steady = repeated_gradients[name].abs() > 1e-6
+        torch.testing.assert_close(shared[name][steady], value[steady], rtol=1e-5, atol=1e-7)
+        assert (shared[name] - value).abs().max() <= 2 * 1e-2, name
