@@ -78,6 +78,35 @@ def test_a_dead_endpoint_writes_the_report_then_ends_with_a_run_error_naming_it(
     assert not (written / PARTIAL_FILE).exists()
 
 
+def test_a_paper_baseline_config_pointed_at_a_dead_local_server_prints_its_reasons(
+    tmp_path, capsys, monkeypatch
+):
+    # Only the endpoint and the model changed: the config's OpenAI key is not needed locally.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    url = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "eval",
+                "configs/api/argument_rma_gpt4o.yaml",
+                "--rollout.base_url", url,
+                "--model.name_or_path", "smollm2-135m",
+                "--rollout.chat_max_retries", "0",
+                "--rollout.chat_cache_dir", str(tmp_path / "cache"),
+                "--env.argument.test_per_kind", "1",
+                "--run.output_dir", str(tmp_path / "run"),
+            ]
+        )  # fmt: skip
+    assert exit_info.value.code == 9
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY (--rollout.api_key_env) is not set" in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(
+        f"run error: 3 of 3 episodes failed (eval.max_failed_share: 0.5), most often: "
+        f"3 x policy {url}/v1: APIConnectionError: Connection error."
+    )
+
+
 class EveryThird:
     """Answers `###B###`, but 429 to `failing` requests of every three."""
 
