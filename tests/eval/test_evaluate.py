@@ -8,13 +8,13 @@ from PIL import Image
 from rich.console import Console
 from tqdm import tqdm
 
-from lexrl.cli import main
 from lexrl.config import Config
 from lexrl.envs.base import EnvPart, EnvReport
 from lexrl.eval.evaluate import evaluation_report, print_summary, summarize, summary_intervals
 from lexrl.rollout.engine import close_bar
 from lexrl.types import Group, Task, Trajectory
 from tests.chat_stub import chat_server, completion
+from tests.eval.test_eval_failures import folder, run_eval
 
 
 def group(task_id, rewards, failed=()):
@@ -68,21 +68,8 @@ def test_the_table_shows_each_mean_with_its_interval():
 def lexam_eval(tmp_path: Path, url: str) -> Path:
     """`lexrl eval` of the lexam CPU config on 6 tasks against the chat endpoint at `url`; the
     evaluation's folder."""
-    main(
-        [
-            "eval",
-            "configs/lexam_cpu.yaml",
-            "--rollout.backend", "openai",
-            "--rollout.base_url", url,
-            "--rollout.chat_max_retries", "0",
-            "--rollout.chat_cache_dir", str(tmp_path / "cache"),
-            "--model.name_or_path", "vendor/stub-4o",
-            "--eval.max_tasks", "6",
-            "--run.output_dir", str(tmp_path / "run"),
-        ]
-    )  # fmt: skip
-    (found,) = (tmp_path / "run" / "eval").iterdir()
-    return found
+    assert run_eval(url, tmp_path) == 0
+    return folder(tmp_path)
 
 
 def test_a_report_says_where_its_numbers_came_from_and_has_its_figure(tmp_path):

@@ -6,6 +6,7 @@ from lexrl.config import GRPOConfig, LoraConfig
 from lexrl.models import add_lora
 from lexrl.train.advantages import Row
 from lexrl.train.learner import Learner, fill_deepspeed_config, split_micro_batches
+from tests.train.step_gradients import capture_step_gradients
 
 
 def _rows(advantages, seed=0):
@@ -114,17 +115,9 @@ def _accumulated_gradients(tiny_model, rows, **grpo):
                 parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.02)
     config = GRPOConfig(loss="dapo", learning_rate=1e-2, max_grad_norm=1e9, **grpo)
     learner = Learner(policy, config, 5, Accelerator(cpu=True), tokenizer.pad_token_id)
-    names = {p: n for n, p in learner.policy.named_parameters() if p.requires_grad}
-    gradients = {}
-
-    def capture(optimizer, args, kwargs):
-        for group in optimizer.param_groups:
-            for parameter in group["params"]:
-                gradients[names[parameter]] = parameter.grad.detach().clone()
-
-    learner.optimizer.optimizer.register_step_pre_hook(capture)
+    gradients = capture_step_gradients(learner)
     metrics = learner.update(rows)
-    assert gradients.keys() == set(names.values())
+    assert gradients.keys() == {n for n, p in learner.policy.named_parameters() if p.requires_grad}
     return gradients, metrics
 
 

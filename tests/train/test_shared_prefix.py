@@ -17,6 +17,7 @@ from lexrl.train.shared_prefix import (
     pack_shared,
     split_shared_micro_batches,
 )
+from tests.train.step_gradients import capture_step_gradients
 from tests.train.test_learner import _accumulated_gradients, assert_same_gradients
 from tests.train.test_logprobs import _policy
 
@@ -231,15 +232,7 @@ def _update(tiny_model_path, rows, **grpo):
     policy = add_lora(model, LoraConfig(r=4, alpha=8), seed=0)
     config = GRPOConfig(loss="grpo", learning_rate=1e-2, micro_batch_size=3, **grpo)
     learner = Learner(policy, config, 5, Accelerator(cpu=True), tokenizer.pad_token_id)
-    names = {p: n for n, p in learner.policy.named_parameters() if p.requires_grad}
-    gradients = {}
-
-    def capture(optimizer, args, kwargs):
-        for group in optimizer.param_groups:
-            for parameter in group["params"]:
-                gradients[names[parameter]] = parameter.grad.detach().clone()
-
-    learner.optimizer.optimizer.register_step_pre_hook(capture)
+    gradients = capture_step_gradients(learner)
     metrics = learner.update(rows)
     adapter = {n: p.detach().clone() for n, p in learner.policy.named_parameters() if "lora_" in n}
     return metrics, gradients, adapter
