@@ -2,7 +2,8 @@
 
     python scripts/gpu_bench.py [--layers 36] [--device cuda] [--dtype auto] [--attn sdpa]
         [--tokens 4x1500+200] [--trajectories 16] [--checkpointing off,on]
-        [--micro-batch-tokens 4096,8192] [--warmup 1] [--steps 3] [--deadline-s 0]
+        [--micro-batch-tokens 4096,8192] [--shared-prefix off] [--group-size 8]
+        [--shared-fraction 0.5] [--warmup 1] [--steps 3] [--deadline-s 0]
 
 On a GPU machine run it through scripts/gpu_bench.sh, which installs lexrl from wheels/ first.
 
@@ -14,10 +15,15 @@ configs/stard_mas_grpo.yaml (r 16, alpha 32, every projection) and a `Learner` a
 builds it (`GRPOConfig(loss="reinforce", learning_rate=1e-5)`, one process). The update's rows
 are one statute step's trainable turns: `--trajectories` trajectories of `--tokens`
 TURNSxPROMPT+COMPLETION (default 16 x 4 turns of 1,500 + 200 tokens, the project's stated
-workload: 64 rows), random ids, advantages +-1.
+workload: 64 rows), random ids, advantages +-1. As GRPO samples them, the trajectories come in
+tasks of `--group-size` (K = 8), whose rows share the first call's whole prompt and the first
+`--shared-fraction` of a later call's (the plan's assumption for `--tokens`,
+`plan.assumed_shared_prefix`); the rest of each prompt is the row's own. `--shared-prefix on`
+trains them with `grpo.shared_prefix` (lexrl/train/shared_prefix.py), `off` repeated: the same
+rows either way.
 
-Each configuration of the grid (`--checkpointing` x `--micro-batch-tokens`) runs in its own
-process, so none inherits another's memory or an OOM, and does `--warmup` updates, then
+Each configuration of the grid (`--tokens` x `--checkpointing` x `--micro-batch-tokens` x
+`--shared-prefix`) runs in its own process, so none inherits another's memory or an OOM, and does `--warmup` updates, then
 `--steps` measured ones. Per configuration it reports:
 
 - `update_peak_mib`: the largest over the measured updates of `torch.cuda.max_memory_allocated()`
@@ -28,6 +34,10 @@ process, so none inherits another's memory or an OOM, and does `--warmup` update
   plan's base weights (in `dtype`) + LoRA weights (`predicted_model_mib`).
 - `update_s`: mean seconds of a measured update (synchronised), and `tokens_per_s`: trained
   tokens (prompt + completion, no padding) per second.
+- `encoded_tokens`: the positions the update's forward passes hold, padding included (rows x
+  longest row a micro-batch; with `--shared-prefix on`, packs x longest pack), and
+  `prefix_share`: the share of trained tokens that are a prefix another row of the group holds
+  (what sharing could save at most).
 - `predicted_peak_mib`: `lexrl.train.plan.update_memory` for the largest micro-batch that
   `split_micro_batches` cuts (flash attention on a GPU, the CPU's attention on the CPU), with its
   parts (bf16 activations, whatever `dtype`); `predicted_update_s`:
@@ -43,6 +53,7 @@ configuration finishes) and `$OUT/gpu_bench.md`; `--json PATH` appends the lines
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -77,20 +88,38 @@ def model_shape(layers: int) -> Any:
     return dataclasses.replace(QWEN3_4B, layers=layers)
 
 
-def make_rows(trajectories: int, tokens: str) -> list[Any]:
+def make_rows(
+    trajectories: int, tokens: str, group_size: int = 8, shared_fraction: float = 0.5
+) -> list[Any]:
+    """One step's trainable turns: trajectory t belongs to task t // `group_size`, whose rows
+    share the first call's whole prompt and the first `shared_fraction` of a later call's."""
     import torch
 
     from lexrl.train.advantages import Row
 
     turns, prompt, completion = parse_tokens(tokens)
     generator = torch.Generator().manual_seed(1)
+
+    def ids(count: int) -> list[int]:
+        return torch.randint(1, 150_000, (count,), generator=generator).tolist()
+
+    prefixes = {}
+    for task in range((trajectories + group_size - 1) // group_size):
+        for turn in range(turns):
+            prefixes[task, turn] = ids(prompt if turn == 0 else int(prompt * shared_fraction))
     rows = []
     for trajectory in range(trajectories):
-        for _ in range(turns):
+        for turn in range(turns):
+            prefix = prefixes[trajectory // group_size, turn]
+            # A row's own part opens with a token no other row has, so the common prefix of a
+            # group is exactly the shared part.
+            own = []
+            if len(prefix) < prompt:
+                own = [150_000 + trajectory % 1_900, *ids(prompt - len(prefix) - 1)]
             rows.append(
                 Row(
-                    torch.randint(1, 150_000, (prompt,), generator=generator).tolist(),
-                    torch.randint(1, 150_000, (completion,), generator=generator).tolist(),
+                    prefix + own,
+                    ids(completion),
                     [-2.0] * completion,
                     1.0 if trajectory % 2 else -1.0,
                     1.0,
@@ -117,6 +146,21 @@ def gpu_key(device_name: str) -> str:
     return "h200" if "h200" in device_name.lower() else "h100"
 
 
+def encoded_tokens(chunks: list[list[Any]], shared: bool) -> int:
+    """Positions the forward passes hold, padding included: per micro-batch, rows x longest row,
+    or with `grpo.shared_prefix` packs x longest pack (as `pack_shared` lays them out)."""
+    from lexrl.train.shared_prefix import packed_lengths, shared_packs
+
+    total = 0
+    for chunk in chunks:
+        if shared:
+            lengths = packed_lengths(chunk, shared_packs(chunk))
+        else:
+            lengths = [len(r.prompt_ids) + len(r.completion_ids) for r in chunk]
+        total += len(lengths) * max(lengths)
+    return total
+
+
 def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, Any]:
     """What `lexrl.train.plan` predicts for this configuration: the largest micro-batch as the
     learner cuts it, its update memory by part, the model's own memory, and the update's time."""
@@ -126,41 +170,48 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
         ALL_PROJECTIONS,
         Layout,
         TokenProfile,
+        assumed_shared_prefix,
         gpu_for,
         largest_micro_batch,
+        largest_shared_micro_batch,
         update_memory,
         update_seconds,
     )
     from lexrl.train.plan_report import run_settings
+    from lexrl.train.shared_prefix import group_by_prefix, split_shared_micro_batches
 
     shape = model_shape(spec["layers"])
     turns, prompt, completion = parse_tokens(spec["tokens"])
     trajectories = spec["trajectories"]
+    shared = bool(spec.get("shared_prefix"))
+    group_size = spec.get("group_size", 8)
     config = Config()
     config.model.dtype = spec.get("dtype", "bfloat16")
     config.lora.r = 16
     config.grpo.micro_batch_size = spec["micro_batch_size"]
     config.grpo.micro_batch_tokens = spec["micro_batch_tokens"]
     config.grpo.gradient_checkpointing = spec["checkpointing"]
+    config.grpo.shared_prefix = shared
     config.grpo.importance_sampling = "none"  # `auto` is none for the hf backend
     config.rollout.max_new_tokens = completion
     config.rollout.vllm_max_model_len = prompt + completion
     config.rollout.max_concurrent_episodes = config.rollout.max_batch_size = trajectories
     settings = run_settings(config)
+    per_trajectory, row_share = assumed_shared_prefix(
+        turns, prompt, group_size, spec.get("shared_fraction", 0.5)
+    )
     profile = TokenProfile(
         [(prompt, completion)] * (turns * trajectories),
         trajectories,
         f"{trajectories} trajectories of {spec['tokens']}",
+        shared_prefix_tokens=per_trajectory * trajectories,
+        shared_row_share=row_share,
     )
     layout = Layout("hf, 1 GPU", 1, 1, "hf", trajectories_per_step=trajectories)
     gpu = gpu_for(None, gpu_key(device_name))
-    chunks = split_micro_batches(rows, spec["micro_batch_size"], spec["micro_batch_tokens"])
-    largest = max(
-        chunks,
-        key=lambda c: (
-            len(c) * (max(len(r.prompt_ids) for r in c) + max(len(r.completion_ids) for r in c))
-        ),
-    )
+    split = split_shared_micro_batches if shared else split_micro_batches
+    chunks = split(rows, spec["micro_batch_size"], spec["micro_batch_tokens"])
+    largest = max(chunks, key=lambda c: encoded_tokens([c], shared))
     completion_width = max(len(r.completion_ids) for r in largest)
     sequence = max(len(r.prompt_ids) for r in largest) + completion_width
     attention = "cpu" if spec["device"] == "cpu" else "flash"
@@ -173,8 +224,16 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
         checkpointing=spec["checkpointing"],
         attention=attention,
         chunk_tokens=512,
+        shared_tokens=max(0, len(largest) * sequence - encoded_tokens([largest], shared)),
     )
-    plan_rows, plan_sequence, plan_completion = largest_micro_batch(profile, settings, len(rows))
+    if shared:
+        plan_rows, plan_sequence, plan_completion, _ = largest_shared_micro_batch(
+            profile, settings, len(rows)
+        )
+    else:
+        plan_rows, plan_sequence, plan_completion = largest_micro_batch(
+            profile, settings, len(rows)
+        )
     lora = shape.lora_params(16, list(ALL_PROJECTIONS))
     return {
         "micro_batches": len(chunks),
@@ -184,6 +243,9 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
             "sequence": plan_sequence,
             "completion": plan_completion,
         },
+        "encoded_tokens": encoded_tokens(chunks, shared),
+        "prefix_share": round(group_by_prefix(rows)[1], 4),
+        "plan_prefix_share": round(profile.shared_prefix_share or 0.0, 4),
         "plan_gpu": gpu.name,
         "plan_attention": attention,
         "predicted_model_mib": round((shape.params() * settings.dtype_bytes + lora * 4) / MIB, 1),
@@ -235,7 +297,12 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
 
     device = spec["device"]
     device_name = torch.cuda.get_device_name() if device != "cpu" else "cpu"
-    rows = make_rows(spec["trajectories"], spec["tokens"])
+    rows = make_rows(
+        spec["trajectories"],
+        spec["tokens"],
+        spec.get("group_size", 8),
+        spec.get("shared_fraction", 0.5),
+    )
     result: dict[str, Any] = {**spec, "device_name": device_name, "rows": len(rows)}
     result.update(plan(spec, rows, device_name))
     result["trained_tokens"] = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
@@ -282,6 +349,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             micro_batch_size=spec["micro_batch_size"],
             micro_batch_tokens=spec["micro_batch_tokens"],
             gradient_checkpointing=spec["checkpointing"],
+            shared_prefix=bool(spec.get("shared_prefix")),
             learning_rate=1e-5,
         )
         accelerator = Accelerator(cpu=device == "cpu")
@@ -366,6 +434,8 @@ def table_row(r: dict[str, Any]) -> str:
     ratio = r.get("memory_ratio")
     time_ratio = r.get("time_ratio")
     return (
+        f"| {r['tokens']} | {'on' if r.get('shared_prefix') else 'off'} "
+        f"| {number(r.get('encoded_tokens'), ',')} "
         f"| {r['layers']} | {'on' if r['checkpointing'] else 'off'} "
         f"| {r['micro_batch_tokens'] or '-'} | {shape} "
         f"| {gib(r.get('model_mib'))} / {gib(r.get('predicted_model_mib'))} "
@@ -378,10 +448,10 @@ def table_row(r: dict[str, Any]) -> str:
 
 
 TABLE_HEAD = (
-    "| layers | checkpointing | micro-batch tokens | micro-batches x (rows x sequence) "
+    "| tokens | shared prefix | encoded tokens | layers | checkpointing | micro-batch tokens | micro-batches x (rows x sequence) "
     "| model GiB measured / plan | update peak GiB measured | plan | plan / measured "
     "| update s measured | plan s | plan / measured | tokens/s | status |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -419,11 +489,19 @@ def main() -> None:
         help="the base model's dtype; auto: bfloat16 on a GPU, float32 on the CPU",
     )
     parser.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa, eager, ...)")
-    parser.add_argument("--tokens", default="4x1500+200", help="TURNSxPROMPT+COMPLETION")
+    parser.add_argument("--tokens", default="4x1500+200", help="list of TURNSxPROMPT+COMPLETION")
     parser.add_argument("--trajectories", type=int, default=16)
     parser.add_argument("--checkpointing", default="off,on")
     parser.add_argument("--micro-batch-tokens", default="4096,8192", help="list; none: rows")
     parser.add_argument("--micro-batch-size", type=int, default=8, help="rows when tokens none")
+    parser.add_argument("--shared-prefix", default="off", help="list of off, on")
+    parser.add_argument("--group-size", type=int, default=8, help="K trajectories a task")
+    parser.add_argument(
+        "--shared-fraction",
+        type=float,
+        default=0.5,
+        help="share of a later call's prompt that a task's rows have in common",
+    )
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument(
@@ -439,7 +517,8 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(json.loads(args.child))), flush=True)
         return
-    parse_tokens(args.tokens)
+    for tokens in args.tokens.split(","):
+        parse_tokens(tokens.strip())
     dtype = resolve_dtype(args.dtype, args.device)
     started = time.monotonic()
     info = versions()
@@ -447,39 +526,48 @@ def main() -> None:
     out_dir = os.environ.get("OUT")
     sinks = [Path(p) for p in (args.json, out_dir and Path(out_dir) / "gpu_bench.jsonl") if p]
     results = []
-    for tokens in args.micro_batch_tokens.split(","):
-        for mode in args.checkpointing.split(","):
-            spec = {
-                "layers": args.layers,
-                "device": args.device,
-                "dtype": dtype,
-                "attn": args.attn,
-                "tokens": args.tokens,
-                "trajectories": args.trajectories,
-                "checkpointing": mode.strip() == "on",
-                "micro_batch_tokens": parse_micro_batch_tokens(tokens.strip()),
-                "micro_batch_size": args.micro_batch_size,
-                "warmup": args.warmup,
-                "steps": args.steps,
-            }
-            timeout = None
-            if args.deadline_s:
-                timeout = args.deadline_s - (time.monotonic() - started)
-                if timeout < 5:
-                    result = {**spec, "status": "timeout", "error": "deadline passed before start"}
-                    timeout = -1.0
-            print(
-                f"configuration: checkpointing {mode}, micro-batch tokens {tokens}",
-                file=sys.stderr,
-                flush=True,
-            )
-            if timeout is None or timeout > 0:
-                result = run_child(spec, timeout)
-            result["versions"] = info
-            results.append(result)
-            for sink in sinks:
-                with open(sink, "a", encoding="utf-8") as file:
-                    file.write(json.dumps(result) + "\n")
+    grid = itertools.product(
+        args.tokens.split(","),
+        args.checkpointing.split(","),
+        args.micro_batch_tokens.split(","),
+        args.shared_prefix.split(","),
+    )
+    for tokens, mode, budget, shared in grid:
+        spec = {
+            "layers": args.layers,
+            "device": args.device,
+            "dtype": dtype,
+            "attn": args.attn,
+            "tokens": tokens.strip(),
+            "trajectories": args.trajectories,
+            "group_size": args.group_size,
+            "shared_fraction": args.shared_fraction,
+            "checkpointing": mode.strip() == "on",
+            "micro_batch_tokens": parse_micro_batch_tokens(budget.strip()),
+            "micro_batch_size": args.micro_batch_size,
+            "shared_prefix": shared.strip() == "on",
+            "warmup": args.warmup,
+            "steps": args.steps,
+        }
+        timeout = None
+        if args.deadline_s:
+            timeout = args.deadline_s - (time.monotonic() - started)
+            if timeout < 5:
+                result = {**spec, "status": "timeout", "error": "deadline passed before start"}
+                timeout = -1.0
+        print(
+            f"configuration: {tokens}, checkpointing {mode}, micro-batch tokens {budget}, "
+            f"shared prefix {shared}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if timeout is None or timeout > 0:
+            result = run_child(spec, timeout)
+        result["versions"] = info
+        results.append(result)
+        for sink in sinks:
+            with open(sink, "a", encoding="utf-8") as file:
+                file.write(json.dumps(result) + "\n")
     table = "\n".join([TABLE_HEAD, *(table_row(r) for r in results)])
     print(table)
     for result in results:

@@ -101,5 +101,5 @@ EOF
 )
 
 echo "== benchmark"
-"$PYTHON" scripts/gpu_bench.py --layers 36 --checkpointing off,on \
-    --micro-batch-tokens 4096,8192 --deadline-s 480 "$@"
+"$PYTHON" scripts/gpu_bench.py --layers 36 --tokens 4x1500+200,1x1500+200 \
+    --checkpointing on,off --micro-batch-tokens 8192 --shared-prefix off,on --deadline-s 480 "$@"

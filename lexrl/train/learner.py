@@ -26,6 +26,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers import get_cosine_schedule_with_warmup
 
 from lexrl.config import GRPOConfig
+from lexrl.train import prefix_attention
 from lexrl.train.advantages import Row
 from lexrl.train.loss import (
     MISMATCH_METRICS,
@@ -34,7 +35,7 @@ from lexrl.train.loss import (
     importance_weights,
     policy_loss,
 )
-from lexrl.train.shared_prefix import pack_attention_mask, pack_shared, split_shared_micro_batches
+from lexrl.train.shared_prefix import pack_shared, split_shared_micro_batches
 
 
 def make_accelerator() -> Accelerator:
@@ -113,9 +114,10 @@ def completion_logprobs(
     rows, completion_width = batch["completion_mask"].shape
     decoder, head = _decoder_and_head(model)
     if "segment_ids" in batch:
-        attention_mask = pack_attention_mask(
-            batch["segment_ids"], decoder.config._attn_implementation, decoder.dtype
-        )
+        # The model's attention learns the packed layout (idempotent; other forwards unchanged).
+        prefix_attention.enable(decoder.config)
+        layout = prefix_attention.PackLayout.from_segments(batch["segment_ids"])
+        attention_mask = layout.as_attention_mask(decoder.config)
     else:
         attention_mask = batch["attention_mask"]
     captured: list[torch.Tensor] = []

@@ -8,23 +8,21 @@ repeated form's.
 
 How, here: each prefix group of a micro-batch becomes one packed sequence,
 `[prefix | suffix_1 | suffix_2 | ...]` (a suffix is the rest of a row's prompt and its
-completion), with position ids restarting at the prefix length for every suffix and a 4D attention
-mask in which a suffix token sees the prefix and its own suffix up to itself. That is one ordinary
-forward of the unmodified model per micro-batch, so:
+completion), with position ids restarting at the prefix length for every suffix, and segment ids
+from which `prefix_attention.PackLayout` lays out Prefix Grouper's attention: the prefix attends
+over itself, each suffix over the prefix and itself, never over another suffix. That is one
+ordinary forward of the model per micro-batch, so:
 - DDP and ZeRO-2 see the same forward/backward pattern as the repeated form (one forward, one
   backward per micro-batch; `lexrl.train.learner`'s rules hold unchanged);
 - transformers' gradient checkpointing works as it does for the repeated form (no KV cache, which
   transformers switches off under checkpointing in train mode);
-- no library code is patched. The `prefix-grouper` package (0.0.1) instead swaps the model's
-  attention implementation for its own, written for flash-attention's 2D masks; the alternative
+- no library code is patched: the attention enters through transformers' `AttentionInterface`
+  (`prefix_attention.enable`). The `prefix-grouper` package (0.0.1) also swaps the model's
+  attention, but for flash-attention's 2D masks and its own calling convention; the alternative
   of a prefix KV cache expanded to the group runs two forwards per micro-batch (DDP wants one) and
   needs the cache that checkpointing disables.
-The cost of the mask: attention spans the whole packed sequence, (prefix + sum of suffixes)^2
-scores per pack instead of the sum of (prefix + suffix)^2, so `cut_packs` ends a pack before it
-would compute more scores than its rows repeated; the linear layers, most of the work, see each
-prefix token once per pack. Needs `sdpa` or `eager` attention (flash attention takes no 4D
-mask). Prefix Grouper's own attention (prefix queries over the prefix, each suffix's queries
-over prefix + suffix) has no such limit but needs a custom attention function in the model.
+Since no suffix scores another, a pack costs no more attention than its rows repeated, and the
+linear layers, most of the work, see each prefix token once per pack.
 """
 
 from __future__ import annotations
@@ -109,34 +107,6 @@ def _by_length(rows: Sequence[Row], group: PrefixGroup) -> list[int]:
     return sorted(group.rows, key=lambda i: (_trained(rows[i]), i))
 
 
-def cut_packs(rows: Sequence[Row], groups: Sequence[PrefixGroup]) -> list[PrefixGroup]:
-    """Each group cut, shortest rows first, into packs (one packed sequence each, same prefix)
-    whose attention is no larger than the repeated rows' would be: a row joins the current pack
-    while (pack length + its suffix)^2 <= the sum over the pack's rows and it of their
-    (prompt + completion)^2.
-
-    A pack's mask makes attention span the whole pack, so without the cut a group of long
-    suffixes (a task's later calls) would trade the prefix copies it saves in the linear layers
-    for attention scores, and a mask, quadratic in all its suffixes together. With it, a pack
-    never computes or holds more scores than its rows do repeated, and still encodes its prefix
-    once: a task's K first calls (1,500 + 8 x 200 tokens against 8 x 1,700) make one pack."""
-    packs = []
-    for group in groups:
-        members: list[int] = []
-        length = scores = 0
-        for i in _by_length(rows, group):
-            total = _trained(rows[i])
-            if members and (length + total - group.prefix_length) ** 2 > scores + total**2:
-                packs.append(PrefixGroup(tuple(members), group.prefix_length))
-                members, length, scores = [], 0, 0
-            # The first row of a pack brings the prefix, every row its suffix.
-            length += total - (group.prefix_length if members else 0)
-            scores += total**2
-            members.append(i)
-        packs.append(PrefixGroup(tuple(members), group.prefix_length))
-    return packs
-
-
 def packed_lengths(rows: Sequence[Row], packs: Sequence[PrefixGroup]) -> list[int]:
     """Tokens of each packed sequence: its prefix once plus every row's suffix."""
     return [
@@ -145,8 +115,10 @@ def packed_lengths(rows: Sequence[Row], packs: Sequence[PrefixGroup]) -> list[in
 
 
 def shared_packs(rows: Sequence[Row], min_tokens: int = MIN_SHARED_TOKENS) -> list[PrefixGroup]:
-    """The packs `pack_shared` lays `rows` out in."""
-    return cut_packs(rows, group_by_prefix(rows, min_tokens)[0])
+    """The packs `pack_shared` lays `rows` out in: one per prefix group, its rows shortest first
+    (rows of like length side by side pad less when packs share a micro-batch)."""
+    groups, _ = group_by_prefix(rows, min_tokens)
+    return [PrefixGroup(tuple(_by_length(rows, g)), g.prefix_length) for g in groups]
 
 
 def split_shared_micro_batches(
@@ -189,7 +161,7 @@ def pack_shared(
     - input_ids, position_ids [S, L]: a suffix's positions continue from the prefix length, as in
       the row's own sequence;
     - segment_ids [S, L]: 0 on the prefix, j on the j-th suffix, -1 on padding
-      (`pack_attention_mask` turns them into the mask on the device);
+      (`prefix_attention.PackLayout` turns them into the attention's gathers on the device);
     - hidden_index [B, T]: flat index into the S x L positions of the one whose output predicts
       each completion token (the prefix's last position when the completion follows the prefix);
     - targets [B, T]: the completion tokens; completion_mask, sampler_logprobs [B, T]; advantages,
@@ -241,30 +213,3 @@ def pack_shared(
         "advantages": torch.tensor([r.advantage for r in rows]),
         "temperatures": torch.tensor([r.temperature for r in rows]),
     }
-
-
-def pack_attention_mask(
-    segment_ids: torch.Tensor, implementation: str, dtype: torch.dtype
-) -> torch.Tensor:
-    """segment_ids [S, L] (`pack_shared`) -> the [S, 1, L, L] attention mask of the packs.
-
-    A query attends causally within its own segment, and a suffix's query also to the prefix
-    (segment 0). Padding attends to the padding up to itself: a query with no key at all would
-    make softmax NaN, and a NaN times a zero gradient is still NaN in the weights' gradients.
-    Bool (True: attend) for `sdpa`; additive (0 or the dtype's minimum) for `eager`, which adds
-    it to the scores.
-    """
-    width = segment_ids.shape[1]
-    query, key = segment_ids.unsqueeze(2), segment_ids.unsqueeze(1)
-    causal = torch.ones(width, width, dtype=torch.bool, device=segment_ids.device).tril()
-    mask = (causal & ((key == query) | ((key == 0) & (query > 0)))).unsqueeze(1)
-    if implementation == "sdpa":
-        return mask
-    if implementation == "eager":
-        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
-            ~mask, torch.finfo(dtype).min
-        )
-    raise ValueError(
-        f"grpo.shared_prefix needs `sdpa` or `eager` attention (a 4D mask); the model uses "
-        f"{implementation!r}"
-    )

@@ -1,19 +1,22 @@
 """Shared-prefix updates: the grouping of rows by prompt prefix, and the packed forward's
 log-probs, gradients and full updates against the repeated form's on the tiny model (float32)."""
 
+import copy
+
 import pytest
 import torch
+import torch.nn.functional as F
 from accelerate import Accelerator
 
 from lexrl.config import GRPOConfig, LoraConfig
 from lexrl.models import add_lora
+from lexrl.train import prefix_attention
 from lexrl.train.advantages import Row
 from lexrl.train.learner import Learner, completion_logprobs, pack_rows
+from lexrl.train.prefix_attention import PackLayout, grouped_attention
 from lexrl.train.shared_prefix import (
     PrefixGroup,
-    cut_packs,
     group_by_prefix,
-    pack_attention_mask,
     pack_shared,
     split_shared_micro_batches,
 )
@@ -102,41 +105,46 @@ def test_tasks_keep_their_long_task_prompts_rather_than_share_the_system_prompt(
     assert saved == pytest.approx((5 * 50 + 5 * 56) / trained)
 
 
-def test_a_group_of_long_suffixes_is_cut_where_packing_would_cost_more_attention():
-    prefix = list(range(10, 50))
-    rows = [_hand_row(prefix + [3] * 5) for _ in range(3)] + [
-        _hand_row(prefix + [4] * 100) for _ in range(3)
-    ]
-    packs = cut_packs(rows, [PrefixGroup((5, 4, 3, 2, 1, 0), 40)])
-    # Shortest first: three 47-token rows pack into 40 + 3 x 7 = 61 tokens, and one 142-token
-    # row more into 163 (163^2 <= 3 x 47^2 + 142^2); a second would make 265 (265^2 > 3 x 47^2 +
-    # 2 x 142^2), and two long rows alone 244 (244^2 > 2 x 142^2), so the others go one a pack.
-    assert packs == [
-        PrefixGroup((0, 1, 2, 3), 40),
-        PrefixGroup((4,), 40),
-        PrefixGroup((5,), 40),
-    ]
+def _dense_reference(query, key, value, segments):
+    """What each packed position's attention must give: a masked softmax over the prefix and
+    its own segment up to itself (the repeated form's keys), computed densely; padding: 0."""
+    repeat = query.shape[1] // key.shape[1]
+    key, value = key.repeat_interleave(repeat, 1), value.repeat_interleave(repeat, 1)
+    q_seg, k_seg = segments.unsqueeze(2), segments.unsqueeze(1)
+    width = segments.shape[1]
+    causal = torch.ones(width, width, dtype=torch.bool).tril()
+    sees = causal & ((k_seg == q_seg) | ((k_seg == 0) & (q_seg > 0))) & (q_seg >= 0)
+    sees = sees | torch.eye(width, dtype=torch.bool)  # padding: any key, zeroed below
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=sees.unsqueeze(1))
+    return out.transpose(1, 2) * (segments >= 0).view(*segments.shape, 1, 1)
 
 
-def test_pack_mask_lets_a_suffix_see_the_prefix_and_itself_only():
-    segments = torch.tensor([[0, 0, 1, 1, 2, -1]])
-    mask = pack_attention_mask(segments, "sdpa", torch.float32)
-    expected = torch.tensor(
+def test_grouped_attention_scores_no_suffix_against_another():
+    torch.manual_seed(0)
+    # Two packs: a 3-token prefix with suffixes of 2, 4 and 1 tokens, and a 5-token prefix with
+    # one suffix of 3 tokens, right-padded to 12.
+    segments = torch.tensor(
         [
-            [1, 0, 0, 0, 0, 0],
-            [1, 1, 0, 0, 0, 0],
-            [1, 1, 1, 0, 0, 0],
-            [1, 1, 1, 1, 0, 0],
-            [1, 1, 0, 0, 1, 0],
-            [0, 0, 0, 0, 0, 1],
-        ],
-        dtype=torch.bool,
+            [0, 0, 0, 1, 1, 2, 2, 2, 2, 3, -1, -1],
+            [0, 0, 0, 0, 0, 1, 1, 1, -1, -1, -1, -1],
+        ]
     )
-    assert mask.equal(expected.view(1, 1, 6, 6))
-    additive = pack_attention_mask(segments, "eager", torch.float32)
-    assert additive.eq(0).equal(mask) and additive[~mask].eq(torch.finfo(torch.float32).min).all()
-    with pytest.raises(ValueError, match="sdpa"):
-        pack_attention_mask(segments, "flash_attention_2", torch.float32)
+    layout = PackLayout.from_segments(segments)
+    assert layout.suffix_pack.tolist() == [0, 0, 0, 1]
+    assert layout.output_index.sort().values.tolist() == [
+        s * 12 + i for s in range(2) for i in range(12) if segments[s, i] >= 0
+    ]
+    query = torch.randn(2, 4, 12, 8, dtype=torch.float64)
+    key, value = torch.randn(2, 2, 12, 8, dtype=torch.float64), torch.randn(2, 2, 12, 8).double()
+    actual = grouped_attention(query, key, value, layout, scaling=None)
+    torch.testing.assert_close(actual, _dense_reference(query, key, value, segments))
+
+
+def test_an_attention_without_a_mask_function_is_refused_by_name(tiny_model):
+    config = copy.deepcopy(tiny_model[0].config)
+    config._attn_implementation = "paged|eager"
+    with pytest.raises(ValueError, match="paged\\|eager"):
+        prefix_attention.enable(config)
 
 
 def test_micro_batches_keep_a_group_together_and_respect_the_packed_token_budget():
@@ -167,6 +175,10 @@ def test_shared_logprobs_equal_the_repeated_rows(tiny_model, attention):
     with torch.no_grad():
         expected = completion_logprobs(policy, pack_rows(rows, pad_id), chunk_tokens=7)
         actual = completion_logprobs(policy, shared, chunk_tokens=7)
+        # The wrapping implementation hands every other forward to the model's own attention.
+        assert policy.config._attn_implementation == prefix_attention.PREFIX + attention
+        again = completion_logprobs(policy, pack_rows(rows, pad_id), chunk_tokens=7)
+    torch.testing.assert_close(again, expected, rtol=0, atol=0)
     mask = shared["completion_mask"].bool()
     assert mask.equal(pack_rows(rows, pad_id)["completion_mask"].bool())
     torch.testing.assert_close(actual[mask], expected[mask], rtol=0, atol=1e-5)
