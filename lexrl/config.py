@@ -235,12 +235,13 @@ class GRPOConfig:
     """Encode a prompt prefix that several rows share once (Prefix Grouper, Liu et al. 2025,
     arXiv 2506.05433): a task's K first calls share their whole prompt, later calls the
     instructions and task text. Rows with a common prompt prefix of 32 tokens or more are packed
-    into one sequence, `[prefix | suffix_1 | ...]`, whose attention mask lets each suffix see the
-    prefix and itself; the log-probs and gradients equal the repeated form's
-    (`lexrl/train/shared_prefix.py`). Micro-batches keep a group's rows together, and
-    `micro_batch_tokens` counts packed tokens (packs x longest pack). Attention still spans each
-    whole pack, so it pays when prefixes are long next to suffixes. Needs `sdpa` or `eager`
-    attention (the models' default is `sdpa`)."""
+    into one sequence, `[prefix | suffix_1 | ...]`; the paper's attention runs the prefix over
+    itself and each suffix over the prefix and itself (`lexrl/train/prefix_attention.py`,
+    registered through transformers' `AttentionInterface` around the model's own attention), so
+    the log-probs and gradients equal the repeated form's. Micro-batches keep a group's rows
+    together, and `micro_batch_tokens` counts packed tokens (packs x longest pack). Measured on
+    an H200 (Qwen3-4B shapes): a task's first calls 0.31x the update time, four calls of 1,500 +
+    200 tokens 0.85x, at 1.3-1.5x the update's peak memory for the same token budget."""
     logprob_chunk_tokens: int = 512
     """Completion positions (over all rows of a micro-batch) projected to the vocabulary at a
     time when computing log-probs. Each chunk's float32 logits are recomputed in the backward

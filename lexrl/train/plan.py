@@ -33,9 +33,21 @@ FRAGMENTATION = 0.10
 """Share of the GPU kept free for allocator fragmentation: the plan fits when its peak is at most
 90% of the device."""
 MATMUL_EFFICIENCY = 0.40
-"""Achieved share of the GPU's dense bf16 peak in the update's and the prefill's matmuls (an
-assumption: short rows and LoRA's small extra matmuls keep it well below large-batch
-pre-training's 50-60%)."""
+"""Achieved share of the GPU's dense bf16 peak in the prefill's matmuls (an assumption: vLLM's
+prefill of long prompts runs large dense matmuls, below large-batch pre-training's 50-60%)."""
+UPDATE_EFFICIENCY = 0.19
+"""Achieved share of the GPU's dense bf16 peak in the update (`update_flops` over its seconds).
+Measured on an H200 (`scripts/gpu_bench.sh`, 2026-11-26): random Qwen3-4B in bf16, sdpa, peft
+LoRA r 16 on every projection, 64 rows of 1,500 + 200 tokens, micro-batches of 8,192 tokens:
+0.188 with checkpointing, 0.180 without; 0.158 at 4,096 tokens and 0.198 at 16,384. peft's
+float32 LoRA path, the row-sized matmuls and the chunked log-probs keep it at half of what a
+dense pre-training step reaches."""
+PREFIX_GROUPER_THROUGHPUT = 0.70
+"""Tokens per second of a shared-prefix update (`grpo.shared_prefix`) as a share of the repeated
+form's, per token it encodes: Prefix Grouper's attention gathers each pack's prefix and suffixes
+and runs two attention calls with copied keys, where the repeated form runs one fused call. On
+the H200 (`scripts/gpu_bench.sh`): 0.67-0.73 over first calls alone and four calls, with and
+without checkpointing."""
 BANDWIDTH_EFFICIENCY = 0.60
 """Achieved share of the GPU's memory bandwidth while decoding (weights and KV read per step)."""
 ADAPTER_DISK_BYTES_PER_S = 1.0e9
@@ -479,12 +491,14 @@ def update_seconds(
     model: ModelShape, profile: TokenProfile, settings: RunSettings, layout: Layout, gpu: Gpu
 ) -> float:
     """One update on one training GPU, in seconds: its share of the step's trainable turns, at
-    `MATMUL_EFFICIENCY` of the GPU's bf16 peak; with `grpo.shared_prefix` each turn's prompt
-    less the profile's shared share of it (a group's rows encoded together, Prefix Grouper)."""
+    `UPDATE_EFFICIENCY` of the GPU's bf16 peak; with `grpo.shared_prefix` each turn's prompt
+    less the profile's shared share of it (a group's rows encoded together, Prefix Grouper), at
+    `PREFIX_GROUPER_THROUGHPUT` of that rate."""
     share = layout.trajectories_per_step / layout.trainers / max(profile.trajectories, 1)
     shared = profile.shared_prompt_share if settings.shared_prefix else 0.0
     flops = sum(update_flops(model, p, c, settings, p * shared) for p, c in profile.turns)
-    return flops * share / (gpu.bf16_tflops * 1e12 * MATMUL_EFFICIENCY)
+    efficiency = UPDATE_EFFICIENCY * (PREFIX_GROUPER_THROUGHPUT if shared else 1.0)
+    return flops * share / (gpu.bf16_tflops * 1e12 * efficiency)
 
 
 def rollout_seconds(

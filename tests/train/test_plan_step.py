@@ -9,6 +9,7 @@ import pytest
 
 from lexrl.train.plan import (
     KNOWN_SHAPES,
+    PREFIX_GROUPER_THROUGHPUT,
     QWEN3_4B,
     GiB,
     Layout,
@@ -177,9 +178,10 @@ def test_shared_prefix_update_trains_the_deduplicated_tokens():
     deduplicated = update_seconds(
         SMALL, profile, dataclasses.replace(settings, shared_prefix=True), layout, gpu
     )
-    # 150 of 400 prompt tokens are shared: each turn's 100 prompt tokens count 62.5.
+    # 150 of 400 prompt tokens are shared: each turn's 100 prompt tokens count 62.5, encoded at
+    # the grouped attention's measured share of the repeated form's rate.
     per_turn = update_flops(SMALL, 100, 20, settings, shared=37.5)
-    assert deduplicated / plain == pytest.approx(per_turn / full)
+    assert deduplicated / plain == pytest.approx(per_turn / full / PREFIX_GROUPER_THROUGHPUT)
 
 
 def test_shared_prefix_activation_memory_counts_packed_tokens():
