@@ -1,10 +1,11 @@
 """One learner update on a fixed global batch; run under `accelerate launch` by test_ddp.py.
 
 usage: accelerate launch [--multi_gpu | --config_file ZERO2] --num_processes N
-           tests/train/ddp_update.py MODEL_DIR OUT_FILE LOSS SPLIT
+           tests/train/ddp_update.py MODEL_DIR OUT_FILE LOSS SPLIT [PREFIX]
 Each process takes its share of the trajectories (as the trainer does; SPLIT `even` deals them
-round-robin, `uneven` gives rank 0 two trajectories and 2 micro-batches against rank 1's 6), updates
-once, and rank 0 saves the all-reduced gradients (not under DeepSpeed, whose engine steps and
+round-robin, `uneven` gives rank 0 two trajectories and 2 micro-batches against rank 1's 6),
+PREFIX `repeated` or `shared` gives trajectories 4 at a time a common 40-token prompt prefix,
+trained repeated or with `grpo.shared_prefix`; the process updates once, and rank 0 saves the all-reduced gradients (not under DeepSpeed, whose engine steps and
 zeroes them inside the backward), the update's metrics and the updated LoRA weights to OUT_FILE.
 """
 
@@ -18,8 +19,9 @@ from lexrl.train.advantages import Row
 from lexrl.train.learner import Learner, make_accelerator
 
 
-def fixed_rows() -> list[Row]:
+def fixed_rows(task_prefix: bool = False) -> list[Row]:
     generator = torch.Generator().manual_seed(0)
+    prefixes = [torch.randint(3, 200, (40,), generator=generator) for _ in range(2)]
     rows = []
     for trajectory in range(8):
         advantage = float(torch.randn(1, generator=generator))
@@ -27,6 +29,8 @@ def fixed_rows() -> list[Row]:
             prompt = torch.randint(
                 3, 200, (int(torch.randint(4, 15, (1,), generator=generator)),), generator=generator
             )
+            if task_prefix:
+                prompt = torch.cat([prefixes[trajectory // 4], prompt])
             completion = torch.randint(
                 3, 200, (int(torch.randint(1, 7, (1,), generator=generator)),), generator=generator
             )
@@ -47,6 +51,7 @@ def fixed_rows() -> list[Row]:
 
 def main() -> None:
     model_dir, out_file, loss, split = sys.argv[1:5]
+    prefix = sys.argv[5] if len(sys.argv) > 5 else ""
     accelerator = make_accelerator()
     model, tokenizer = load_base(ModelConfig(), path=model_dir)
     policy = add_lora(model, LoraConfig(r=4, alpha=8), seed=0)
@@ -59,7 +64,12 @@ def main() -> None:
                 )
     # No clipping: clipping (and Adam's first step) would hide a wrongly scaled gradient.
     config = GRPOConfig(
-        loss=loss, learning_rate=1e-2, micro_batch_size=2, beta=0.05, max_grad_norm=1e9
+        loss=loss,
+        learning_rate=1e-2,
+        micro_batch_size=2,
+        beta=0.05,
+        max_grad_norm=1e9,
+        shared_prefix=prefix == "shared",
     )
     learner = Learner(
         policy, config, max_steps=3, accelerator=accelerator, pad_id=tokenizer.pad_token_id
@@ -76,9 +86,9 @@ def main() -> None:
     learner.optimizer.step = capture_gradients_then_step
     rank, world = accelerator.process_index, accelerator.num_processes
     if split == "even":
-        mine = [r for r in fixed_rows() if r.trajectory % world == rank]
+        mine = [r for r in fixed_rows(bool(prefix)) if r.trajectory % world == rank]
     else:
-        mine = [r for r in fixed_rows() if (r.trajectory >= 2) == (rank == world - 1)]
+        mine = [r for r in fixed_rows(bool(prefix)) if (r.trajectory >= 2) == (rank == world - 1)]
     metrics = learner.update(mine)
     if accelerator.is_main_process:
         lora = {n: p.detach().float() for n, p in learner.policy.named_parameters() if "lora_" in n}

@@ -12,12 +12,14 @@ HERE = Path(__file__).parent
 REPO = HERE.parent.parent
 
 
-def _launch(processes: int, model_dir: str, out: Path, loss: str, split: str = "even") -> None:
+def _launch(
+    processes: int, model_dir: str, out: Path, loss: str, split: str = "even", prefix: str = ""
+) -> None:
     # `zero2`: the shipped 8-GPU DeepSpeed config, on 2 CPU processes (DeepSpeed's CPU accelerator).
     command = accelerate_command(
         processes,
         str(HERE / "ddp_update.py"), model_dir, str(out), loss,
-        "uneven" if split == "zero2" else split,
+        "uneven" if split == "zero2" else split, *([prefix] if prefix else []),
         config_file=ZERO2 if split == "zero2" else None,
     )  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -78,6 +80,27 @@ def test_deepspeed_zero2_matches_one_process(tiny_model_path, tmp_path):
     one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "zero2.pt")
     assert two["deepspeed"] and not one["deepspeed"]
     _same_update(one, two)
+
+
+@pytest.mark.slow
+def test_shared_prefixes_over_ddp_and_zero2_make_the_repeated_update(tiny_model_path, tmp_path):
+    """`grpo.shared_prefix` on 2 processes with uneven shares (DDP, then ZeRO-2 where DeepSpeed
+    is installed) against one process training the same rows repeated: trajectories 4 at a time
+    share a 40-token prompt prefix, packed and attended by Prefix Grouper's attention."""
+    _launch(1, tiny_model_path, tmp_path / "one.pt", "grpo", "even", "repeated")
+    one = torch.load(tmp_path / "one.pt")
+    splits = ["uneven"]
+    try:
+        import deepspeed  # noqa: F401
+
+        splits.append("zero2")
+    except ImportError:
+        pass
+    for split in splits:
+        _launch(2, tiny_model_path, tmp_path / f"{split}.pt", "grpo", split, "shared")
+        two = torch.load(tmp_path / f"{split}.pt")
+        assert two["deepspeed"] == (split == "zero2")
+        _same_update(one, two)
 
 
 @pytest.mark.slow
