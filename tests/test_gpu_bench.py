@@ -64,6 +64,35 @@ def test_plan_cuts_the_statute_workload_as_the_learner_does():
     assert bench.gpu_key("NVIDIA H200") == "h200"
 
 
+def test_a_tasks_rows_share_the_first_prompt_and_half_of_a_later_one():
+    from lexrl.train.shared_prefix import group_by_prefix
+
+    bench = load_gpu_bench()
+    rows = bench.make_rows(16, "4x1500+200", group_size=8, shared_fraction=0.5)
+    # Trajectory t's rows are 4t .. 4t + 3; tasks are trajectories 0-7 and 8-15.
+    first, later = rows[0::4], rows[1::4]
+    assert all(r.prompt_ids == first[0].prompt_ids for r in first[:8])
+    assert first[8].prompt_ids[:32] != first[0].prompt_ids[:32]
+    assert all(r.prompt_ids[:750] == later[0].prompt_ids[:750] for r in later[:8])
+    assert all(r.prompt_ids[750] != later[0].prompt_ids[750] for r in later[1:8])
+    groups, saved = group_by_prefix(rows)
+    assert sorted(g.prefix_length for g in groups) == [750] * 6 + [1500] * 2
+    # 2 tasks x 7 further rows x (1,500 + 3 x 750) of 64 x 1,700 trained tokens.
+    assert saved == 2 * 7 * (1500 + 3 * 750) / (64 * 1700)
+    spec = cpu_spec(
+        layers=36,
+        device="cuda",
+        dtype="bfloat16",
+        tokens="4x1500+200",
+        trajectories=16,
+        micro_batch_tokens=8192,
+        shared_prefix=True,
+    )
+    plan = bench.plan(spec, rows, "NVIDIA H200")
+    assert plan["encoded_tokens"] < 64 * 1700 * (1 - saved) * 1.25
+    assert plan["prefix_share"] == round(saved, 4) == plan["plan_prefix_share"]
+
+
 def test_the_dtype_is_bf16_on_a_gpu_and_float32_on_the_cpu_unless_named():
     bench = load_gpu_bench()
     assert bench.resolve_dtype("auto", "cuda") == "bfloat16"
@@ -98,7 +127,7 @@ def test_gpu_bench_runs_end_to_end_on_the_cpu(tmp_path):
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "| layers | checkpointing |" in result.stdout
+    assert "| tokens | shared prefix | encoded tokens | layers | checkpointing |" in result.stdout
     line = json.loads(result.stdout.strip().splitlines()[-1])
     assert line["status"] == "ok", line
     assert line["dtype"] == "float32"
@@ -123,4 +152,4 @@ def test_gpu_bench_runs_end_to_end_on_the_cpu(tmp_path):
     # float32 LoRA) within 5%.
     assert abs(line["model_mib"] / line["predicted_model_mib"] - 1) < 0.05
     assert json.loads((tmp_path / "gpu_bench.jsonl").read_text().splitlines()[-1]) == line
-    assert (tmp_path / "gpu_bench.md").read_text().startswith("| layers |")
+    assert (tmp_path / "gpu_bench.md").read_text().startswith("| tokens |")
