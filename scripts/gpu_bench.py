@@ -23,8 +23,8 @@ trains them with `grpo.shared_prefix` (lexrl/train/shared_prefix.py), `off` repe
 rows either way.
 
 Each configuration of the grid (`--tokens` x `--checkpointing` x `--micro-batch-tokens` x
-`--shared-prefix`) runs in its own process, so none inherits another's memory or an OOM, and does `--warmup` updates, then
-`--steps` measured ones. Per configuration it reports:
+`--shared-prefix`) runs in its own process, so none inherits another's memory or an OOM, and
+does `--warmup` updates, then `--steps` measured ones. Per configuration it reports:
 
 - `update_peak_mib`: the largest over the measured updates of `torch.cuda.max_memory_allocated()`
   (reset just before the update) minus `torch.cuda.memory_allocated()` before it, i.e. what the
@@ -146,19 +146,16 @@ def gpu_key(device_name: str) -> str:
     return "h200" if "h200" in device_name.lower() else "h100"
 
 
-def encoded_tokens(chunks: list[list[Any]], shared: bool) -> int:
-    """Positions the forward passes hold, padding included: per micro-batch, rows x longest row,
-    or with `grpo.shared_prefix` packs x longest pack (as `pack_shared` lays them out)."""
-    from lexrl.train.shared_prefix import packed_lengths, shared_packs
+def encoded_tokens(chunk: list[Any], shared: bool) -> int:
+    """Positions one micro-batch's forward holds, padding included: rows x (longest prompt +
+    longest completion) as `pack_rows` lays them out, or with `grpo.shared_prefix` packs x
+    longest pack (`shared_prefix.packed_size`)."""
+    from lexrl.train.shared_prefix import packed_size
 
-    total = 0
-    for chunk in chunks:
-        if shared:
-            lengths = packed_lengths(chunk, shared_packs(chunk))
-        else:
-            lengths = [len(r.prompt_ids) + len(r.completion_ids) for r in chunk]
-        total += len(lengths) * max(lengths)
-    return total
+    if shared:
+        return packed_size(chunk)
+    widest_prompt = max(len(r.prompt_ids) for r in chunk)
+    return len(chunk) * (widest_prompt + max(len(r.completion_ids) for r in chunk))
 
 
 def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, Any]:
@@ -211,7 +208,8 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
     gpu = gpu_for(None, gpu_key(device_name))
     split = split_shared_micro_batches if shared else split_micro_batches
     chunks = split(rows, spec["micro_batch_size"], spec["micro_batch_tokens"])
-    largest = max(chunks, key=lambda c: encoded_tokens([c], shared))
+    sizes = [encoded_tokens(c, shared) for c in chunks]
+    largest = chunks[sizes.index(max(sizes))]
     completion_width = max(len(r.completion_ids) for r in largest)
     sequence = max(len(r.prompt_ids) for r in largest) + completion_width
     attention = "cpu" if spec["device"] == "cpu" else "flash"
@@ -224,7 +222,7 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
         checkpointing=spec["checkpointing"],
         attention=attention,
         chunk_tokens=512,
-        shared_tokens=max(0, len(largest) * sequence - encoded_tokens([largest], shared)),
+        shared_tokens=max(0, len(largest) * sequence - max(sizes)),
     )
     if shared:
         plan_rows, plan_sequence, plan_completion, _ = largest_shared_micro_batch(
@@ -243,7 +241,7 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
             "sequence": plan_sequence,
             "completion": plan_completion,
         },
-        "encoded_tokens": encoded_tokens(chunks, shared),
+        "encoded_tokens": sum(sizes),
         "prefix_share": round(group_by_prefix(rows)[1], 4),
         "plan_prefix_share": round(profile.shared_prefix_share or 0.0, 4),
         "plan_gpu": gpu.name,
@@ -448,7 +446,8 @@ def table_row(r: dict[str, Any]) -> str:
 
 
 TABLE_HEAD = (
-    "| tokens | shared prefix | encoded tokens | layers | checkpointing | micro-batch tokens | micro-batches x (rows x sequence) "
+    "| tokens | shared prefix | encoded tokens | layers | checkpointing | micro-batch tokens "
+    "| micro-batches x (rows x sequence) "
     "| model GiB measured / plan | update peak GiB measured | plan | plan / measured "
     "| update s measured | plan s | plan / measured | tokens/s | status |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"

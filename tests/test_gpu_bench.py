@@ -40,19 +40,24 @@ def cpu_spec(**changes):
     return {**spec, **changes}
 
 
+def statute_gpu_spec(**changes):
+    """The GPU run's workload: 36 layers in bf16, 16 trajectories of 4 x 1,500 + 200 tokens."""
+    return cpu_spec(
+        layers=36,
+        device="cuda",
+        dtype="bfloat16",
+        tokens="4x1500+200",
+        trajectories=16,
+        **changes,
+    )
+
+
 def test_plan_cuts_the_statute_workload_as_the_learner_does():
     bench = load_gpu_bench()
     rows = bench.make_rows(16, "4x1500+200")
     assert len(rows) == 64
     for tokens, rows_per_batch in ((4096, 2), (8192, 4)):
-        spec = cpu_spec(
-            layers=36,
-            device="cuda",
-            dtype="bfloat16",
-            tokens="4x1500+200",
-            trajectories=16,
-            micro_batch_tokens=tokens,
-        )
+        spec = statute_gpu_spec(micro_batch_tokens=tokens)
         plan = bench.plan(spec, rows, "NVIDIA H100 80GB HBM3")
         expected = {"rows": rows_per_batch, "sequence": 1700, "completion": 200}
         assert plan["micro_batch"] == expected == plan["plan_micro_batch"]
@@ -79,15 +84,7 @@ def test_a_tasks_rows_share_the_first_prompt_and_half_of_a_later_one():
     assert sorted(g.prefix_length for g in groups) == [750] * 6 + [1500] * 2
     # 2 tasks x 7 further rows x (1,500 + 3 x 750) of 64 x 1,700 trained tokens.
     assert saved == 2 * 7 * (1500 + 3 * 750) / (64 * 1700)
-    spec = cpu_spec(
-        layers=36,
-        device="cuda",
-        dtype="bfloat16",
-        tokens="4x1500+200",
-        trajectories=16,
-        micro_batch_tokens=8192,
-        shared_prefix=True,
-    )
+    spec = statute_gpu_spec(micro_batch_tokens=8192, shared_prefix=True)
     plan = bench.plan(spec, rows, "NVIDIA H200")
     assert plan["encoded_tokens"] < 64 * 1700 * (1 - saved) * 1.25
     assert plan["prefix_share"] == round(saved, 4) == plan["plan_prefix_share"]

@@ -130,7 +130,9 @@ def grouped_attention(
         """[S, heads, L, D] -> [S * L, heads, D]."""
         return states.transpose(1, 2).reshape(packs * width, states.shape[1], dim)
 
-    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor):
+    def attend(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
         """q [B, Q, H, D], k and v [B, K, G, D] -> [B, Q, H, D]."""
         k = k.repeat_interleave(repeat, dim=2)
         v = v.repeat_interleave(repeat, dim=2)

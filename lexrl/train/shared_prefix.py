@@ -114,6 +114,12 @@ def packed_lengths(rows: Sequence[Row], packs: Sequence[PrefixGroup]) -> list[in
     ]
 
 
+def packed_size(rows: Sequence[Row], min_tokens: int = MIN_SHARED_TOKENS) -> int:
+    """Positions `pack_shared` lays `rows` out in, padding included: packs x longest pack."""
+    lengths = packed_lengths(rows, shared_packs(rows, min_tokens))
+    return len(lengths) * max(lengths)
+
+
 def shared_packs(rows: Sequence[Row], min_tokens: int = MIN_SHARED_TOKENS) -> list[PrefixGroup]:
     """The packs `pack_shared` lays `rows` out in: one per prefix group, its rows shortest first
     (rows of like length side by side pad less when packs share a micro-batch)."""
@@ -140,8 +146,7 @@ def split_shared_micro_batches(
     current: list[Row] = []
     for row in ordered:
         candidate = [*current, row]
-        lengths = packed_lengths(candidate, shared_packs(candidate, min_tokens))
-        if current and len(lengths) * max(lengths) > max_tokens:
+        if current and packed_size(candidate, min_tokens) > max_tokens:
             batches.append(current)
             candidate = [row]
         current = candidate
