@@ -10,6 +10,7 @@ it comes from; the activation model is checked against measured peaks of a real
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -36,12 +37,13 @@ MATMUL_EFFICIENCY = 0.40
 """Achieved share of the GPU's dense bf16 peak in the prefill's matmuls (an assumption: vLLM's
 prefill of long prompts runs large dense matmuls, below large-batch pre-training's 50-60%)."""
 UPDATE_EFFICIENCY = 0.19
-"""Achieved share of the GPU's dense bf16 peak in the update (`update_flops` over its seconds).
-Measured on an H200 (`scripts/gpu_bench.sh`, 2026-11-26): random Qwen3-4B in bf16, sdpa, peft
-LoRA r 16 on every projection, 64 rows of 1,500 + 200 tokens, micro-batches of 8,192 tokens:
-0.188 with checkpointing, 0.180 without; 0.158 at 4,096 tokens and 0.198 at 16,384. peft's
-float32 LoRA path, the row-sized matmuls and the chunked log-probs keep it at half of what a
-dense pre-training step reaches."""
+"""Achieved share of the GPU's dense bf16 peak in the update (`update_flops` over its seconds),
+for a GPU without a measured `Gpu.update_efficiency` (the H200's). Measured on an H200
+(`scripts/gpu_bench.sh`, 2026-11-26): random Qwen3-4B in bf16, sdpa, peft LoRA r 16 on every
+projection, 64 rows of 1,500 + 200 tokens, micro-batches of 8,192 tokens: 0.188 with
+checkpointing, 0.180 without; 0.158 at 4,096 tokens and 0.198 at 16,384. peft's float32 LoRA
+path, the row-sized matmuls and the chunked log-probs keep it at half of what a dense
+pre-training step reaches."""
 PREFIX_GROUPER_THROUGHPUT = 0.70
 """Tokens per second of a shared-prefix update (`grpo.shared_prefix`) as a share of the repeated
 form's, per token it encodes: Prefix Grouper's attention gathers each pack's prefix and suffixes
@@ -159,11 +161,16 @@ class Gpu:
     bf16_tflops: float
     """Dense bf16 tensor-core peak (no sparsity), from the vendor's data sheet."""
     bandwidth_tbs: float
+    update_efficiency: float = UPDATE_EFFICIENCY
+    """The update's achieved share of `bf16_tflops` where measured on this GPU, else the H200's
+    (`UPDATE_EFFICIENCY`)."""
 
 
 GPUS = {
     "rtx4090": Gpu("RTX 4090", 24 * GiB, 165.2, 1.008),
-    "h100": Gpu("H100 SXM", 80 * GiB, 989.0, 3.35),
+    # scripts/gpu_bench.sh on an H100 80GB HBM3, 2026-11-26, the H200's workload: 0.171 with
+    # checkpointing, 0.159 without (the same peak as the H200, less memory bandwidth).
+    "h100": Gpu("H100 SXM", 80 * GiB, 989.0, 3.35, update_efficiency=0.165),
     "h200": Gpu("H200", 140 * GiB, 989.0, 4.8),
 }
 """Memory as CUDA reports it (a "24 GB" 4090 has 24 GiB); speeds from the data sheets."""
@@ -188,7 +195,7 @@ def gpu_for(memory_gib: float | None, name: str | None = None) -> Gpu:
     gpu = GPUS[name]
     if memory_gib is None:
         return gpu
-    return Gpu(gpu.name, int(memory_gib * GiB), gpu.bf16_tflops, gpu.bandwidth_tbs)
+    return dataclasses.replace(gpu, memory_bytes=int(memory_gib * GiB))
 
 
 @dataclass
@@ -491,13 +498,13 @@ def update_seconds(
     model: ModelShape, profile: TokenProfile, settings: RunSettings, layout: Layout, gpu: Gpu
 ) -> float:
     """One update on one training GPU, in seconds: its share of the step's trainable turns, at
-    `UPDATE_EFFICIENCY` of the GPU's bf16 peak; with `grpo.shared_prefix` each turn's prompt
+    `Gpu.update_efficiency` of the GPU's bf16 peak; with `grpo.shared_prefix` each turn's prompt
     less the profile's shared share of it (a group's rows encoded together, Prefix Grouper), at
     `PREFIX_GROUPER_THROUGHPUT` of that rate."""
     share = layout.trajectories_per_step / layout.trainers / max(profile.trajectories, 1)
     shared = profile.shared_prompt_share if settings.shared_prefix else 0.0
     flops = sum(update_flops(model, p, c, settings, p * shared) for p, c in profile.turns)
-    efficiency = UPDATE_EFFICIENCY * (PREFIX_GROUPER_THROUGHPUT if shared else 1.0)
+    efficiency = gpu.update_efficiency * (PREFIX_GROUPER_THROUGHPUT if shared else 1.0)
     return flops * share / (gpu.bf16_tflops * 1e12 * efficiency)
 
 

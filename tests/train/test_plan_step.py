@@ -184,6 +184,22 @@ def test_shared_prefix_update_trains_the_deduplicated_tokens():
     assert deduplicated / plain == pytest.approx(per_turn / full / PREFIX_GROUPER_THROUGHPUT)
 
 
+def test_the_update_runs_at_each_gpus_measured_efficiency():
+    # The H100 and the H200 have the same bf16 peak; the H100 measured a lower share of it.
+    settings = _settings(importance_sampling="none")
+    profile = TokenProfile([(100, 20)] * 4, 1, "hand")
+    layout = Layout("x", 1, 1, "hf", trajectories_per_step=1)
+    h100, h200 = gpu_for(None, "h100"), gpu_for(None, "h200")
+    assert h100.bf16_tflops == h200.bf16_tflops
+    assert h100.update_efficiency < h200.update_efficiency
+    ratio = update_seconds(SMALL, profile, settings, layout, h100) / update_seconds(
+        SMALL, profile, settings, layout, h200
+    )
+    assert ratio == pytest.approx(h200.update_efficiency / h100.update_efficiency)
+    # --gpu-memory keeps the named GPU's measured efficiency.
+    assert gpu_for(80).update_efficiency == h100.update_efficiency
+
+
 def test_shared_prefix_activation_memory_counts_packed_tokens():
     # rows x sequence - shared: the per-token parts as for the packed token count.
     packed = update_memory(SMALL, 3, 100, 20, 2, checkpointing=True, shared_tokens=120)
