@@ -19,6 +19,7 @@ from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.argument.parsing import ParsedPly, parse_ply
 from lexrl.envs.argument.reward import ply_components, right_decision, triple_components
 from lexrl.envs.argument.scenarios import TABLE_1, generate_scenario
+from lexrl.errors import ConfigError
 
 # Table 1: c1 = F4 (P), F5 (D), F23 (D); c2, won by the plaintiff = F2 (P), F4 (P), F16 (D);
 # c3, won by the defendant = F2 (P), F5 (D), F12 (P).
@@ -97,12 +98,29 @@ def test_the_teachers_triple_earns_full_utilisation_and_a_dump_earns_little():
     assert triple_components(TABLE_1, dumped)["utilisation"] < 0.2
 
 
+@pytest.mark.parametrize("layout", ["inline", "by_side"])
 @pytest.mark.parametrize("names", [True, False])
-def test_the_rules_read_the_cases_as_the_prompt_prints_them(names):
-    prompt = render_cases(to_task(TABLE_1).inputs, names)
+def test_the_rules_read_the_cases_as_the_prompt_prints_them(names, layout):
+    prompt = render_cases(to_task(TABLE_1).inputs, names, layout)
     factors, winners = read_cases(prompt)
-    assert factors == {"c1": list(TABLE_1.c1), "c2": list(TABLE_1.c2), "c3": list(TABLE_1.c3)}
+    cases = {"c1": TABLE_1.c1, "c2": TABLE_1.c2, "c3": TABLE_1.c3}
+    assert {case: sorted(ids) for case, ids in factors.items()} == {
+        case: sorted(ids) for case, ids in cases.items()
+    }
     assert winners == {"c2": "plaintiff", "c3": "defendant"}
+
+
+def test_by_side_lists_each_factor_under_the_side_it_favours():
+    # Table 1's c1: F4 favours the plaintiff, F5 and F23 the defendant (ids in number order).
+    lines = render_cases(to_task(TABLE_1).inputs, False, "by_side").splitlines()
+    assert lines[0] == "c1 (current case, undecided): pro-plaintiff F4; pro-defendant F5, F23"
+    assert lines[1].endswith(": pro-plaintiff F2, F4; pro-defendant F16")
+    assert lines[2].endswith(": pro-plaintiff F2, F12; pro-defendant F5")
+
+
+def test_an_unknown_factor_layout_is_refused_by_its_key():
+    with pytest.raises(ConfigError, match="env.argument.factor_layout: 'table'"):
+        ArgumentEnv(ArgumentEnvConfig(factor_layout="table", train_per_kind=1, test_per_kind=1))
 
 
 def test_each_rule_decides_and_cites_as_its_name_says():

@@ -33,7 +33,7 @@ from functools import cached_property
 from typing import Any
 
 from lexrl.envs.argument.degenerate import argument_policies
-from lexrl.envs.argument.factors import FACTORS
+from lexrl.envs.argument.factors import FACTORS, factor_number
 from lexrl.envs.argument.grounding import argument_quality
 from lexrl.envs.argument.metrics import (
     AUTHORS_METRICS,
@@ -41,7 +41,7 @@ from lexrl.envs.argument.metrics import (
     markdown_table,
     score_triple,
 )
-from lexrl.envs.argument.options import WORKFLOWS, ArgumentEnvConfig
+from lexrl.envs.argument.options import FACTOR_LAYOUTS, WORKFLOWS, ArgumentEnvConfig
 from lexrl.envs.argument.parsing import (
     ParsedPly,
     Verdict,
@@ -117,15 +117,30 @@ def load_prompt(name: str) -> str:
     return prompt_text("lexrl.envs.argument", name)
 
 
-def render_cases(inputs: dict[str, Any], names: bool = True) -> str:
+def render_cases(inputs: dict[str, Any], names: bool = True, layout: str = "inline") -> str:
     """The three cases as the agents see them: factor id, name (unless `names` is false) and
-    the side it favours, and each precedent's outcome."""
+    the side it favours (after each id, or heading the ids of its side: `layout`), and each
+    precedent's outcome."""
+
+    def named(f: str) -> str:
+        return f"{f}{' ' + FACTORS[f].name if names else ''}"
 
     def factors(ids: list[str]) -> str:
-        return "; ".join(
-            f"{f}{' ' + FACTORS[f].name if names else ''} ({_FAVOURS[FACTORS[f].favors]})"
-            for f in ids
-        )
+        if layout == "by_side":
+            # In id order, as the teacher cites them.
+            return "; ".join(
+                f"{_FAVOURS[side]} "
+                + (
+                    ", ".join(
+                        named(f)
+                        for f in sorted(ids, key=factor_number)
+                        if FACTORS[f].favors == side
+                    )
+                    or "none"
+                )
+                for side in _FAVOURS
+            )
+        return "; ".join(f"{named(f)} ({_FAVOURS[FACTORS[f].favors]})" for f in ids)
 
     return (
         f"c1 (current case, undecided): {factors(inputs['c1'])}\n"
@@ -195,6 +210,11 @@ class ArgumentEnv(Env):
         if config.workflow not in WORKFLOWS:
             raise ConfigError(
                 f"env.argument.workflow: {config.workflow!r} is not one of {', '.join(WORKFLOWS)}"
+            )
+        if config.factor_layout not in FACTOR_LAYOUTS:
+            raise ConfigError(
+                f"env.argument.factor_layout: {config.factor_layout!r} is not one of "
+                f"{', '.join(FACTOR_LAYOUTS)}"
             )
         if config.analyst not in ("policy", "judge"):
             raise ConfigError(f"env.argument.analyst: {config.analyst!r}: policy or judge")
@@ -295,7 +315,9 @@ class ArgumentEnv(Env):
         texts = list(self.prompts.values())
         for task in self._tasks["train"][:300] + self._tasks["test"]:
             scenario = self.scenario(task)
-            texts.append(render_cases(task.inputs, self.config.factor_names))
+            texts.append(
+                render_cases(task.inputs, self.config.factor_names, self.config.factor_layout)
+            )
             texts += [teacher_text(ply) for ply in teacher_plies(scenario)]
         return texts
 
@@ -307,7 +329,7 @@ class ArgumentEnv(Env):
 
     def ply_message(self, task: Task, index: int, earlier: list[PlyRecord]) -> str:
         """The user message of ply `index`: the cases, the earlier plies' texts, the request."""
-        parts = [render_cases(task.inputs, self.config.factor_names)]
+        parts = [render_cases(task.inputs, self.config.factor_names, self.config.factor_layout)]
         for record in earlier:
             parts.append(f"Ply {record.index + 1} ({PLY_TITLES[record.index]}): {_text(record)}")
         parts.append(f"Write ply {index + 1} of 3: {PLY_TITLES[index]}.")
@@ -330,7 +352,7 @@ class ArgumentEnv(Env):
         text = await policy.chat(
             "single",
             prompt,
-            render_cases(task.inputs, self.config.factor_names),
+            render_cases(task.inputs, self.config.factor_names, self.config.factor_layout),
             temperature=self.config.temperature,
             max_new_tokens=3 * (self._cap or policy.max_new_tokens),
         )
@@ -355,7 +377,7 @@ class ArgumentEnv(Env):
         scenario = self.scenario(task)
         record.correct_verdict = correct_verdict(scenario, index, record.final)[0]
         review_message = (
-            f"{render_cases(task.inputs, self.config.factor_names)}\n\n"
+            f"{render_cases(task.inputs, self.config.factor_names, self.config.factor_layout)}\n\n"
             f"Draft of ply {index + 1} ({PLY_TITLES[index]}):\n{draft}"
         )
         verdict = await self._review(policy, "analyst", review_message, strict_verdict)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from lexrl.rewards.judge_config import JudgeConfig
 
 WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
+FACTOR_LAYOUTS = ("inline", "by_side")
 GENERATORS = ("authors", "anchored")
 """How generated triples are drawn (`lexrl.envs.argument.scenarios`): the authors' generator
 (precedents built from the current case's factors, papers.md sec. 5) or lexrl's first one
@@ -48,6 +49,13 @@ class ArgumentEnvConfig:
     (pro-plaintiff)" (the paper's prompt, seed 004 Table 1), or by id and side alone, "F4
     (pro-plaintiff)": a prompt a third as long, in which a small model can find the factors two
     cases share (the CPU demo's 2-layer model does not learn it through the names)."""
+    factor_layout: str = "inline"
+    """How a case's factors are listed: `inline`, each id followed by its side, "F4
+    (pro-plaintiff); F11 (pro-defendant)" (the paper's order, seed 004 Table 1), or `by_side`,
+    the ids under their side in number order, "pro-plaintiff F4, F6; pro-defendant F11" (the
+    same facts, in the order the teacher cites them). In a causal model an id listed inline
+    cannot see its side, which comes after it; grouped, every id follows its side. The CPU
+    demo's 2-layer model learns the choice of factors only from `by_side` (docs/benchmarks.md)."""
     complexity: int = 5
     """Factors per case: complexity-1 to complexity+1 (seed 004 sec. 4.2: complexity 5 = 4-6)."""
     train_per_kind: int = 2000
