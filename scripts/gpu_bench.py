@@ -223,6 +223,7 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
         attention=attention,
         chunk_tokens=512,
         shared_tokens=max(0, len(largest) * sequence - max(sizes)),
+        grouped_attention=shared,
     )
     if shared:
         plan_rows, plan_sequence, plan_completion, _ = largest_shared_micro_batch(

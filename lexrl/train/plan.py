@@ -50,6 +50,14 @@ form's, per token it encodes: Prefix Grouper's attention gathers each pack's pre
 and runs two attention calls with copied keys, where the repeated form runs one fused call. On
 the H200 (`scripts/gpu_bench.sh`): 0.67-0.73 over first calls alone and four calls, with and
 without checkpointing."""
+PREFIX_GROUPER_ACTIVATIONS = 1.31
+"""What a decoder layer of the shared-prefix update (`grpo.shared_prefix`) keeps for its backward,
+per position it encodes, as a multiple of `layer_activation_bytes`. Prefix Grouper's attention
+keeps each suffix's keys and values with their copy of the prefix, repeated to every query head,
+the attention output gathered back into place, and its masks. Measured as the slope over layers
+of the update's peak (`scripts/gpu_bench.py --layers 2` and `6`, no checkpointing, H100): 2,212
+MiB a layer for about 7,800 positions against the repeated form's 1,477 for 6,800, 1.31x; on the
+CPU, counting the tensors autograd saves, 1.33x (docs/benchmarks.md)."""
 BANDWIDTH_EFFICIENCY = 0.60
 """Achieved share of the GPU's memory bandwidth while decoding (weights and KV read per step)."""
 ADAPTER_DISK_BYTES_PER_S = 1.0e9
@@ -413,6 +421,7 @@ def update_memory(
     chunk_tokens: int = 512,
     lora_targets: tuple[str, ...] = ALL_PROJECTIONS,
     shared_tokens: int = 0,
+    grouped_attention: bool = False,
 ) -> dict[str, int]:
     """Bytes an update of one micro-batch adds above the loaded model, by part, and `total`,
     its peak. The backward runs the log-probs' chunks first, then the layers from the last; with
@@ -421,16 +430,22 @@ def update_memory(
     buffers and one layer's backward (its rebuilt activations and its attention's transient).
 
     `shared_tokens`: tokens of the rows x `sequence` that are a prefix another row of the
-    micro-batch already holds (`grpo.shared_prefix`): the per-token parts count only the rest."""
+    micro-batch already holds (`grpo.shared_prefix`): the per-token parts count only the rest.
+    `grouped_attention`: the layers run Prefix Grouper's attention (`grpo.shared_prefix`), which
+    keeps `PREFIX_GROUPER_ACTIVATIONS` times as much a position."""
     tokens = rows * sequence - shared_tokens
+    per_position = PREFIX_GROUPER_ACTIVATIONS if grouped_attention else 1.0
+    layer = int(layer_activation_bytes(model, 1, tokens, lora_targets) * per_position)
     # Every per-token part is linear in the tokens, so one row of `tokens` stands for them.
     parts = {
-        "activations": activation_bytes(model, 1, tokens, checkpointing, lora_targets),
+        "activations": (
+            activation_bytes(model, 1, tokens, checkpointing, lora_targets)
+            if checkpointing
+            else model.layers * layer
+        ),
         "logprobs": logprob_bytes(model, rows, sequence, completion, chunk_tokens)
         - shared_tokens * model.hidden * 2,
-        "recomputed_layer": (
-            layer_activation_bytes(model, 1, tokens, lora_targets) if checkpointing else 0
-        ),
+        "recomputed_layer": layer if checkpointing else 0,
         "attention_backward": attention_backward_bytes(model, rows, sequence, attention),
         "lora_gradients": model.lora_params(lora_rank, list(lora_targets)) * 4,
     }

@@ -478,6 +478,7 @@ def trainer_parts(
         chunk_tokens=settings.logprob_chunk_tokens,
         lora_targets=tuple(settings.lora_targets),
         shared_tokens=shared,
+        grouped_attention=settings.shared_prefix,
     )
     update = {
         "activations": memory["activations"],

@@ -9,6 +9,7 @@ import pytest
 
 from lexrl.train.plan import (
     KNOWN_SHAPES,
+    PREFIX_GROUPER_ACTIVATIONS,
     PREFIX_GROUPER_THROUGHPUT,
     QWEN3_4B,
     GiB,
@@ -182,6 +183,26 @@ def test_shared_prefix_update_trains_the_deduplicated_tokens():
     # the grouped attention's measured share of the repeated form's rate.
     per_turn = update_flops(SMALL, 100, 20, settings, shared=37.5)
     assert deduplicated / plain == pytest.approx(per_turn / full / PREFIX_GROUPER_THROUGHPUT)
+
+
+def test_the_grouped_attention_keeps_more_a_position_in_every_layer():
+    repeated = update_memory(SMALL, 3, 100, 20, 2, checkpointing=False, shared_tokens=120)
+    grouped = update_memory(
+        SMALL, 3, 100, 20, 2, checkpointing=False, shared_tokens=120, grouped_attention=True
+    )
+    assert grouped["activations"] / repeated["activations"] == pytest.approx(
+        PREFIX_GROUPER_ACTIVATIONS, rel=1e-3
+    )
+    assert grouped["logprobs"] == repeated["logprobs"]
+    # With checkpointing the layers keep their inputs only; the recomputed layer is grouped.
+    kept = update_memory(SMALL, 3, 100, 20, 2, checkpointing=True, shared_tokens=120)
+    grouped_kept = update_memory(
+        SMALL, 3, 100, 20, 2, checkpointing=True, shared_tokens=120, grouped_attention=True
+    )
+    assert grouped_kept["activations"] == kept["activations"]
+    assert grouped_kept["recomputed_layer"] / kept["recomputed_layer"] == pytest.approx(
+        PREFIX_GROUPER_ACTIVATIONS, rel=1e-3
+    )
 
 
 def test_the_update_runs_at_each_gpus_measured_efficiency():
