@@ -317,8 +317,6 @@ def _audit(config: Config, args: argparse.Namespace) -> None:
     """Play each env's degenerate policies and its teacher on the held-out tasks, every reply cut
     at the config's token caps with its tokenizer (unless `--no-cap`); print the table (and the
     rows as JSON)."""
-    import dataclasses
-
     from lexrl.envs import make_env
     from lexrl.eval.audit import audit, markdown
     from lexrl.hub import ModelUnavailable
@@ -340,7 +338,7 @@ def _audit(config: Config, args: argparse.Namespace) -> None:
     rows = audit(env, tokenizer, args.max_tasks, config.run.seed, cap)
     print(markdown(rows))
     if args.json:
-        print(json.dumps([dataclasses.asdict(row) for row in rows], ensure_ascii=False))
+        print(json.dumps([row.as_json() for row in rows], ensure_ascii=False))
 
 
 def _index(config: Config) -> None:

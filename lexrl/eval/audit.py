@@ -16,7 +16,7 @@ the cap cut. A policy with random choices is played over `RANDOM_SEEDS` seeds an
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 from transformers import PreTrainedTokenizerBase
 
@@ -54,10 +54,39 @@ class AuditRow:
     note: str = ""
     cut: float | None = None
     """Share of the policy's replies that the token cap cut (None when not played under one)."""
+    task_values: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per task id, the mean reward and headline metric of its episodes that did not fail
+    (`task_means`): what a trained policy is paired with, task by task (`degenerate_gain`)."""
+
+    def as_json(self) -> dict:
+        """The row's fields without `task_values`, for a report or a table."""
+        row = asdict(self)
+        del row["task_values"]
+        return row
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def task_means(
+    trajectories: list[Trajectory], keys: tuple[str, ...]
+) -> dict[str, dict[str, float]]:
+    """Per task id, the mean over its episodes that did not fail of each of `keys` that they
+    report: `reward` (`Trajectory.reward`) or an env metric (`Trajectory.metrics`)."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for trajectory in trajectories:
+        if trajectory.failed:
+            continue
+        task = values.setdefault(trajectory.task_id, {})
+        for key in keys:
+            value = trajectory.reward if key == "reward" else trajectory.metrics.get(key)
+            if value is not None:
+                task.setdefault(key, []).append(value)
+    return {
+        task: {key: sum(seen) / len(seen) for key, seen in keyed.items()}
+        for task, keyed in values.items()
+    }
 
 
 def play(
@@ -104,6 +133,7 @@ def score(env_name: str, metric: str, policy: str, trajectories: list[Trajectory
         share=None,
         headline=_mean([t.metrics[metric] for t in scored if metric in t.metrics]),
         headline_metric=metric,
+        task_values=task_means(trajectories, ("reward", metric)),
     )
 
 

@@ -4,13 +4,20 @@ A trained policy's rise over its untrained self says little when a content-free 
 abstain, always "Yes", the majority label) earns as much: training may simply have found that
 shortcut. This compares the held-out evaluation after training with the best of each env's
 degenerate policies (`lexrl.eval.audit`), played on the same tasks, on the reward and on the
-env's headline metric, and says whether the trained policy's 95% interval lies above it.
+env's headline metric, and says whether the trained policy is above it with 95% confidence.
+
+Both policies play the same tasks, so where each task's values are known the comparison is
+paired (the paired bootstrap of Koehn 2004, "Statistical Significance Tests for Machine
+Translation Evaluation"): the interval is that of the mean of the per-task differences, tasks
+resampled. A task's difficulty then counts once, not twice, and the interval is narrower than
+the trained policy's own interval set against the baseline's mean, which is the fallback.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from lexrl.bootstrap import mean_with_ci
 from lexrl.eval.audit import TEACHER, AuditRow
 
 BEATS = "yes"
@@ -36,6 +43,11 @@ class DegenerateGain:
     """How many other degenerate policies have `best_value` too."""
     teacher: float | None
     """The scripted teacher's value on the same tasks, the upper reference."""
+    paired: dict[str, float] | None = None
+    """{mean, low, high}: the mean over the tasks both played of the trained policy's value
+    minus the best degenerate policy's, with its 95% interval (None: no task values)."""
+    paired_tasks: int = 0
+    """How many tasks `paired` is over."""
 
     @property
     def gain(self) -> float | None:
@@ -43,18 +55,40 @@ class DegenerateGain:
 
     @property
     def verdict(self) -> str:
-        """`yes` when the interval's lower end is above the best degenerate value, `within the
-        interval` when only the mean is, `no` otherwise (`n/a` without a degenerate value)."""
+        """Paired (`paired`, over 2 tasks or more): `yes` when the difference's interval lies
+        above 0, `within the interval` when only its mean does, `no` otherwise. Unpaired: the
+        same of the after value's interval against the best degenerate value. `n/a` without a
+        degenerate value."""
         if self.best_value is None:
             return "n/a"
-        if self.after <= self.best_value:
+        if self.paired is not None and self.paired_tasks >= 2:
+            mean, low = self.paired["mean"], self.paired["low"]
+        else:
+            mean = self.after - self.best_value
+            low = mean if self.after_low is None else self.after_low - self.best_value
+        if mean <= 0:
             return LOSES
-        low = self.after if self.after_low is None else self.after_low
-        return BEATS if low > self.best_value else WITHIN
+        return BEATS if low > 0 else WITHIN
 
 
 def _value(row: AuditRow, measure: str) -> float | None:
     return row.mean_reward if measure == "reward" else row.headline
+
+
+def paired_difference(
+    after: dict[str, dict[str, float]], baseline: dict[str, dict[str, float]], measure: str
+) -> tuple[dict[str, float] | None, int]:
+    """The mean of `after[task][measure] - baseline[task][measure]` over the tasks where both
+    have it, with its percentile-bootstrap 95% interval (`mean_with_ci`), and the task count;
+    (None, 0) without a common task."""
+    differences = [
+        values[measure] - baseline[task][measure]
+        for task, values in after.items()
+        if measure in values and measure in baseline.get(task, {})
+    ]
+    if not differences:
+        return None, 0
+    return mean_with_ci(differences), len(differences)
 
 
 def gains(
@@ -62,10 +96,13 @@ def gains(
     intervals: dict[str, dict[str, dict[str, float]]],
     baselines: dict[str, list[AuditRow]],
     mixture: bool,
+    task_values: dict[str, dict[str, dict[str, float]]] | None = None,
 ) -> list[DegenerateGain]:
     """For each env of `baselines` (by env name, as `degenerate_baselines` returns them) and
     each of reward and its headline metric: the `after` evaluation (`summaries["after"]`, a
-    mixture's keys prefixed `<env>/`) against the best degenerate policy on the same tasks."""
+    mixture's keys prefixed `<env>/`) against the best degenerate policy on the same tasks,
+    paired task by task when `task_values` (the after evaluation's per-task means by env name
+    and task id, as `env_task_means` returns them) is given."""
     rows = []
     for env, audit_rows in baselines.items():
         if not audit_rows:
@@ -83,6 +120,12 @@ def gains(
                 if row.policy != TEACHER and (value := _value(row, measure)) is not None
             ]
             best_value, best_policy = max(scored) if scored else (None, None)
+            best_row = next((r for r in audit_rows if r.policy == best_policy), None)
+            paired, paired_tasks = (None, 0)
+            if task_values and env in task_values and best_row is not None:
+                paired, paired_tasks = paired_difference(
+                    task_values[env], best_row.task_values, measure
+                )
             rows.append(
                 DegenerateGain(
                     env=env,
@@ -94,6 +137,8 @@ def gains(
                     best_value=best_value,
                     tied=sum(value == best_value for value, _ in scored) - 1 if scored else 0,
                     teacher=None if teacher is None else _value(teacher, measure),
+                    paired=paired,
+                    paired_tasks=paired_tasks,
                 )
             )
     return rows
@@ -107,22 +152,28 @@ def markdown(rows: list[DegenerateGain]) -> str:
     """The rows as a Markdown table with a line on how to read it."""
     lines = [
         "| env | measure | before | after | best degenerate policy | its value | after - it "
-        "| beats it | teacher |",
-        "|---|---|---:|---:|---|---:|---:|---|---:|",
+        "| paired [95% CI] (tasks) | beats it | teacher |",
+        "|---|---|---:|---:|---|---:|---:|---|---|---:|",
     ]
     for row in rows:
         gain = "n/a" if row.gain is None else f"{row.gain:+.3f}"
         best = row.best_policy or "n/a"
         if row.tied:
             best += f" (and {row.tied} tied)"
+        paired = "n/a"
+        if row.paired is not None:
+            low, high = row.paired["low"], row.paired["high"]
+            paired = f"{row.paired['mean']:+.3f} [{low:+.3f}, {high:+.3f}] ({row.paired_tasks})"
         lines.append(
             f"| {row.env} | {row.measure} | {_number(row.before)} | {_number(row.after)} "
-            f"| {best} | {_number(row.best_value)} | {gain} "
+            f"| {best} | {_number(row.best_value)} | {gain} | {paired} "
             f"| {row.verdict} | {_number(row.teacher)} |"
         )
     lines.append(
         "\nHeld-out means after training against the best degenerate policy on the same tasks "
-        f"(`lexrl audit`); `{BEATS}`: the after value's 95% interval lies above it."
+        f"(`lexrl audit`); `{BEATS}`: the 95% interval of the trained policy's value minus it, "
+        "paired task by task, lies above 0 (without per-task values: the after value's interval "
+        "lies above it)."
     )
     return "\n".join(lines)
 

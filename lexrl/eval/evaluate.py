@@ -22,7 +22,8 @@ from lexrl.bootstrap import mean_with_ci
 from lexrl.config import Config
 from lexrl.envs.base import Env, EnvReport, ReportRequest
 from lexrl.errors import ConfigError, LexrlError
-from lexrl.eval.audit import AuditRow, audit_env
+from lexrl.eval import degenerate_gain
+from lexrl.eval.audit import AuditRow, audit_env, task_means
 from lexrl.eval.audit import markdown as audit_markdown
 from lexrl.eval.partial import PARTIAL_FILE, SignalStop, as_json, groups_jsonl, resume_partial
 from lexrl.eval.plots import EVALUATION_LEGEND, evaluation_panel, plot_bars
@@ -87,6 +88,22 @@ def summary_intervals(groups: list[Group]) -> dict[str, dict[str, float]]:
             for key, values in episode_values(scored).items():
                 per_task.setdefault(key, []).append(sum(values) / len(values))
     return {key: mean_with_ci(means) for key, means in per_task.items()}
+
+
+def episode_task_means(groups: list[Group]) -> dict[str, dict[str, float]]:
+    """Per task id, the means over its episodes that did not fail of the reward and of each env
+    metric (`task_means`): one side of a task-by-task comparison (`degenerate_gain`)."""
+    trajectories = [t for group in groups for t in group.trajectories]
+    metrics = sorted({key for t in trajectories for key in t.metrics})
+    return task_means(trajectories, ("reward", *metrics))
+
+
+def env_task_means(
+    env: Env, tasks: list[Task], groups: list[Group]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """`episode_task_means` by env name, a mixture's members each under their own task ids (as
+    `degenerate_baselines` plays them)."""
+    return {part.name: episode_task_means(part.groups or []) for part in env.parts(tasks, groups)}
 
 
 def env_summaries(
@@ -309,9 +326,10 @@ def evaluate(
     config: Config,
     out_dir: str | Path | None = None,
     name: str = "eval",
-) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Roll out the evaluation split; the means of the episode metrics and their 95% intervals
-    (`summary_intervals`). Writes `<out_dir>/<name>.jsonl` (one task a line, trajectories
+) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]]]:
+    """Roll out the evaluation split; the means of the episode metrics, their 95% intervals
+    (`summary_intervals`) and, by env name and task id, the means of each task's episodes'
+    reward and metrics (`env_task_means`). Writes `<out_dir>/<name>.jsonl` (one task a line, trajectories
     included), `<name>_summary.json` and `<name>_intervals.json`, and the env's own part of the
     report without baselines (`Env.report`) as `<name>_env.json` and `.md`, which it prints."""
     groups = rollout_split(env, backend, tokenizer, config, name)
@@ -339,7 +357,7 @@ def evaluate(
                 out / f"{name}_env.json", json.dumps(env_report.data, indent=2, ensure_ascii=False)
             )
             write_text(out / f"{name}_env.md", env_report.markdown)
-    return summary, intervals
+    return summary, intervals, env_task_means(env, tasks, groups)
 
 
 def joined_report(env: Env, reports: dict[str, EnvReport | None]) -> EnvReport | None:
@@ -478,8 +496,20 @@ def _section(
         print_markdown(console, own.markdown)
         lines.append(own.markdown)
     if degenerate:
-        entry["degenerate_baselines"] = [asdict(row) for row in degenerate]
+        entry["degenerate_baselines"] = [row.as_json() for row in degenerate]
         table = f"{level} Degenerate baselines\n\n{audit_markdown(degenerate)}"
+        print_markdown(console, table)
+        lines += ["", table]
+    if degenerate and groups is not None:
+        rows = degenerate_gain.gains(
+            {"after": entry["summary"]},
+            {"after": entry["intervals"]},
+            {degenerate[0].env: degenerate},
+            mixture=False,
+            task_values={degenerate[0].env: episode_task_means(groups)},
+        )
+        entry["vs_degenerate"] = degenerate_gain.as_json(rows)
+        table = f"{level} Against the best degenerate policy\n\n{degenerate_gain.markdown(rows)}"
         print_markdown(console, table)
         lines += ["", table]
     return entry, lines

@@ -516,7 +516,7 @@ def evaluate_before(
         return summaries, intervals
     # The evaluation's sampling leaves the training's random draws as they would be without it.
     with torch.random.fork_rng():
-        summaries["before"], intervals["before"] = evaluate(
+        summaries["before"], intervals["before"], _ = evaluate(
             run.env, run.backend, run.tokenizer, run.config, run.output_dir, "eval_before"
         )
     print_summary(summaries, console, intervals)
@@ -738,13 +738,13 @@ def evaluate_after(
 ) -> None:
     """The evaluation after training, the summary of both, and the figures (main process)."""
     env, output_dir = run.env, run.output_dir
-    summaries["after"], intervals["after"] = evaluate(
+    summaries["after"], intervals["after"], task_values = evaluate(
         env, run.backend, run.tokenizer, run.config, output_dir, "eval_after"
     )
     print_summary(summaries, console, intervals)
     (output_dir / "eval_summary.json").write_text(json.dumps(summaries, indent=2))
     if run.config.eval.degenerate_baselines:
-        compare_with_degenerate(run, summaries, intervals)
+        compare_with_degenerate(run, summaries, intervals, task_values)
     curve = plot_learning_curve(output_dir, summaries, list(env.member_envs()))
     console.print(f"learning curve: {curve}")
     if "before" in intervals:
@@ -756,14 +756,18 @@ def compare_with_degenerate(
     run: Run,
     summaries: dict[str, dict[str, float]],
     intervals: dict[str, dict[str, dict[str, float]]],
+    task_values: dict[str, dict[str, dict[str, float]]],
 ) -> None:
     """Print and write (`eval_vs_degenerate.json` and `.md`) the trained policy's held-out
-    numbers against each env's best degenerate policy on the same tasks (`degenerate_gain`)."""
+    numbers against each env's best degenerate policy on the same tasks, paired task by task
+    through `task_values` (`degenerate_gain`)."""
     env, config = run.env, run.config
     baselines = degenerate_baselines(
         env, eval_tasks(env, config), run.tokenizer, config.eval.seed, config.rollout.max_new_tokens
     )
-    rows = degenerate_gain.gains(summaries, intervals, baselines, bool(env.member_envs()))
+    rows = degenerate_gain.gains(
+        summaries, intervals, baselines, bool(env.member_envs()), task_values
+    )
     table = degenerate_gain.markdown(rows)
     print_markdown(console, table)
     write_text(

@@ -144,6 +144,15 @@ def test_a_random_policy_is_averaged_over_seeds(tokenizer):
     rewards = [t.reward for trajectories in plays for t in trajectories]
     assert row.mean_reward == pytest.approx(sum(rewards) / len(rewards))
     assert len({tuple(t.reward for t in trajectories) for trajectories in plays}) > 1
+    # Each task's value is its mean over the seeds: what a trained policy is paired with.
+    for index, task in enumerate(tasks):
+        seen = [trajectories[index] for trajectories in plays]
+        assert {t.task_id for t in seen} == {task.id}
+        assert row.task_values[task.id]["reward"] == pytest.approx(sum(t.reward for t in seen) / 3)
+        assert row.task_values[task.id]["accuracy"] == pytest.approx(
+            sum(t.metrics["accuracy"] for t in seen) / 3
+        )
+    assert "task_values" not in row.as_json() and row.as_json()["policy"] == "random_letter"
 
 
 def test_the_command_audits_every_member_of_the_cpu_mixture(model_cache):

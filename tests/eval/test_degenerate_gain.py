@@ -3,7 +3,7 @@
 import pytest
 
 from lexrl.eval.audit import AuditRow
-from lexrl.eval.degenerate_gain import BEATS, LOSES, WITHIN, gains, markdown
+from lexrl.eval.degenerate_gain import BEATS, LOSES, WITHIN, gains, markdown, paired_difference
 
 
 def row(env: str, policy: str, reward: float | None, headline: float | None) -> AuditRow:
@@ -46,7 +46,7 @@ def test_a_mixture_is_compared_per_env_on_reward_and_headline_with_the_best_poli
     assert accuracy.verdict == LOSES  # 0.6 < 0.8
     # lexam's only degenerate policy reports no headline; on reward 0.3 > 0.0 but low 0.1 > 0.0
     assert table["lexam", "reward"].verdict == BEATS
-    assert "| gdpr | accuracy | 0.400 | 0.600 | majority_label | 0.800 | -0.200 | no |" in (
+    assert "| gdpr | accuracy | 0.400 | 0.600 | majority_label | 0.800 | -0.200 | n/a | no |" in (
         markdown(rows)
     )
 
@@ -65,7 +65,7 @@ def test_a_tie_for_the_best_degenerate_value_is_reported():
     baselines = {"lexam": [row("lexam", f"always_{x}", 0.25, 0.25) for x in "ABCD"]}
     (reward,) = gains({"after": {"reward": 0.2}}, {}, baselines, False)
     assert (reward.best_policy, reward.tied) == ("always_D", 3)
-    assert "| always_D (and 3 tied) | 0.250 | -0.050 | no |" in markdown([reward])
+    assert "| always_D (and 3 tied) | 0.250 | -0.050 | n/a | no |" in markdown([reward])
 
 
 def test_an_env_without_degenerate_values_gets_no_verdict():
@@ -73,3 +73,53 @@ def test_an_env_without_degenerate_values_gets_no_verdict():
     (reward, accuracy) = gains({"after": {"reward": 0.2, "accuracy": 0.1}}, {}, baselines, False)
     assert reward.verdict == accuracy.verdict == "n/a"
     assert reward.gain is None
+
+
+def rule_with_task_values(rewards: list[float]) -> AuditRow:
+    baseline = row("argument", "rule", sum(rewards) / len(rewards), None)
+    baseline.task_values = {f"t{i}": {"reward": r} for i, r in enumerate(rewards)}
+    return baseline
+
+
+def test_pairing_by_task_separates_a_steady_gain_that_the_unpaired_interval_cannot():
+    # Tasks range from hard (0) to easy (2): the trained policy is 0.2 above the rule on every
+    # one, so its own interval is wide but every paired difference is +0.2.
+    rule_rewards = [0.0, 1.0, 2.0] * 10
+    after_rewards = [r + 0.2 for r in rule_rewards]
+    baselines = {
+        "argument": [row("argument", "teacher", 3.0, None), rule_with_task_values(rule_rewards)]
+    }
+    after = {f"t{i}": {"reward": r} for i, r in enumerate(after_rewards)}
+    mean = sum(after_rewards) / len(after_rewards)
+    summaries = {"after": {"reward": mean}}
+    intervals = {"after": {"reward": {"mean": mean, "low": mean - 0.3, "high": mean + 0.3}}}
+
+    (unpaired,) = gains(summaries, intervals, baselines, False)
+    assert unpaired.verdict == WITHIN and unpaired.paired is None
+    (paired,) = gains(summaries, intervals, baselines, False, {"argument": after})
+    assert paired.paired_tasks == 30
+    assert paired.paired == pytest.approx({"mean": 0.2, "low": 0.2, "high": 0.2})
+    assert paired.verdict == BEATS
+    assert "| +0.200 [+0.200, +0.200] (30) | yes |" in markdown([paired])
+
+
+def test_a_paired_gain_whose_interval_holds_0_is_within_and_a_paired_loss_is_no():
+    rule = rule_with_task_values([1.0, 1.0, 1.0, 1.0])
+    mixed = {f"t{i}": {"reward": r} for i, r in enumerate([2.0, 0.5, 1.5, 0.6])}
+    difference, tasks = paired_difference(mixed, rule.task_values, "reward")
+    assert tasks == 4 and difference["mean"] == pytest.approx(0.15)
+    assert difference["low"] < 0 < difference["high"]
+    baselines = {"argument": [rule]}
+    (within,) = gains({"after": {"reward": 1.15}}, {}, baselines, False, {"argument": mixed})
+    assert within.verdict == WITHIN
+    worse = {f"t{i}": {"reward": 0.9} for i in range(4)}
+    (loses,) = gains({"after": {"reward": 0.9}}, {}, baselines, False, {"argument": worse})
+    assert loses.verdict == LOSES
+
+
+def test_only_tasks_both_policies_played_are_paired():
+    rule = rule_with_task_values([1.0, 1.0, 1.0])
+    after = {"t0": {"reward": 2.0}, "t2": {"reward": 2.0}, "other": {"reward": -5.0}, "t1": {}}
+    difference, tasks = paired_difference(after, rule.task_values, "reward")
+    assert tasks == 2 and difference["mean"] == pytest.approx(1.0)
+    assert paired_difference({"x": {"reward": 1.0}}, rule.task_values, "reward") == (None, 0)

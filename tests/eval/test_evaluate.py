@@ -107,6 +107,12 @@ def test_a_report_says_where_its_numbers_came_from_and_has_its_figure(tmp_path):
     assert Image.open(figure).width > Image.open(figure).height
     assert f"]({report['figure']})" in markdown
     assert sorted(path.name for path in folder.iterdir() if path.is_dir()) == []
+    # The policy paired task by task with the best degenerate policy on the same 6 tasks.
+    reward, accuracy = report["vs_degenerate"]
+    assert (reward["measure"], accuracy["measure"]) == ("reward", "accuracy")
+    assert reward["paired_tasks"] == accuracy["paired_tasks"] == 6
+    assert reward["paired"]["mean"] == pytest.approx(reward["gain"])
+    assert "## Against the best degenerate policy" in markdown
 
 
 class Member:

@@ -86,6 +86,10 @@ def test_a_mixture_trains_resumes_and_is_evaluated_per_env(tmp_path, model_cache
     for when in ("before", "after"):
         for name in ENVS:
             assert summaries[when][f"{name}/episodes"] == 2.0  # eval.max_tasks per env
+    # Each member is paired task by task with its own best degenerate policy.
+    versus = json.loads((out / "eval_vs_degenerate.json").read_text())
+    assert {row["env"] for row in versus} == set(ENVS)
+    assert all(row["paired_tasks"] == 2 for row in versus if row["measure"] == "reward")
 
     # A run stopped after step 1 and resumed draws the same tasks for steps 2 and 3.
     config, resumed = _config(tmp_path, "resumed", model_cache, steps=1, evals=False)
