@@ -9,9 +9,10 @@ One layer's attention at Qwen3-4B's widths (32 query heads, 8 key-value heads of
 (`PackLayout.from_segments`), forward and backward, in each of these forms:
 
 - `lexrl`: `lexrl.train.prefix_attention.grouped_attention` as the trainer runs it;
-- `bool`, `float`, `bool_padded`, `float_padded`: the same computation written here with the
-  suffix mask as given (boolean), as an additive bias in the query's dtype (0 / -inf), and each
-  with the key length padded to a multiple of 16 (the memory-efficient kernel's alignment);
+- `bool`, `float`, `bool_padded`, `float_padded`: the same `grouped_attention` with its inner
+  call (`attend`) written here: the suffix mask as given (boolean), as an additive bias in the
+  query's dtype (0 / -inf), and each with the key length padded to a multiple of 16 (the
+  memory-efficient kernel's alignment);
 - `gqa`: the boolean mask without repeating keys and values to the query heads
   (`enable_gqa=True`).
 
@@ -32,7 +33,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,12 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from lexrl.train.prefix_attention import PackLayout, grouped_attention  # noqa: E402
+from lexrl.train.prefix_attention import (  # noqa: E402
+    Attend,
+    PackLayout,
+    grouped_attention,
+    sdpa_attend,
+)
 
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 BACKENDS = {
@@ -61,14 +67,14 @@ def layout_for(args: argparse.Namespace, device: str) -> PackLayout:
     return PackLayout.from_segments(segments.to(device))
 
 
-def written_here(form: str, layout: PackLayout) -> Callable[..., torch.Tensor]:
-    """The grouped attention with the suffix mask passed in another form."""
+def written_here(form: str) -> Attend:
+    """The grouped attention's inner call with the suffix mask passed in another form."""
     pad = form.endswith("_padded")
     as_float = form.startswith("float")
     gqa = form == "gqa"
 
     def attend(
-        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scaling: float
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scaling: float | None
     ) -> torch.Tensor:
         if not gqa:
             k = k.repeat_interleave(HEADS // KV_HEADS, dim=2)
@@ -92,25 +98,7 @@ def written_here(form: str, layout: PackLayout) -> Callable[..., torch.Tensor]:
         )
         return out.transpose(1, 2)
 
-    def run(
-        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float
-    ) -> torch.Tensor:
-        packs, heads, width, dim = query.shape
-
-        def flat(states: torch.Tensor) -> torch.Tensor:
-            return states.transpose(1, 2).reshape(packs * width, states.shape[1], dim)
-
-        q, k, v = flat(query), flat(key), flat(value)
-        prefix_k, prefix_v = k[layout.prefix_index], v[layout.prefix_index]
-        prefix_out = attend(q[layout.prefix_index], prefix_k, prefix_v, layout.prefix_mask, scaling)
-        suffix_k = torch.cat([prefix_k[layout.suffix_pack], k[layout.suffix_index]], dim=1)
-        suffix_v = torch.cat([prefix_v[layout.suffix_pack], v[layout.suffix_index]], dim=1)
-        suffix_out = attend(q[layout.suffix_index], suffix_k, suffix_v, layout.suffix_mask, scaling)
-        values = torch.cat([prefix_out[layout.prefix_valid], suffix_out[layout.suffix_valid]])
-        out = values.new_zeros(packs * width, heads, dim).index_copy(0, layout.output_index, values)
-        return out.view(packs, width, heads, dim)
-
-    return run
+    return attend
 
 
 def reset_memory(device: str) -> int:
@@ -140,13 +128,13 @@ def measure(
     profile: bool,
 ) -> dict[str, Any]:
     query, key, value = (t.detach().clone().requires_grad_() for t in inputs)
-    function = (
-        (lambda q, k, v, s: grouped_attention(q, k, v, layout, s))
-        if form == "lexrl"
-        else written_here(form, layout)
-    )
+    attend = sdpa_attend if form == "lexrl" else written_here(form)
+
+    def function(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, s: float) -> torch.Tensor:
+        return grouped_attention(q, k, v, layout, s, attend)
+
     row = {"form": form, "backend": backend}
-    context = sdpa_kernel(BACKENDS[backend]) if BACKENDS[backend] else torch.enable_grad()
+    context = sdpa_kernel(BACKENDS[backend]) if BACKENDS[backend] else nullcontext()
     try:
         with context, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -384,12 +384,15 @@ def activation_bytes(
     sequence: int,
     checkpointing: bool,
     lora_targets: tuple[str, ...] = ALL_PROJECTIONS,
+    per_position: float = 1.0,
 ) -> int:
     """Activations a micro-batch keeps from its forward until its backward: every layer's set
-    (`layer_activation_bytes`), or with checkpointing only each layer's input (2H a token)."""
+    (`layer_activation_bytes`, times `per_position`: `PREFIX_GROUPER_ACTIVATIONS` for the
+    grouped attention), or with checkpointing only each layer's input (2H a token)."""
     if checkpointing:
         return model.layers * rows * sequence * 2 * model.hidden
-    return model.layers * layer_activation_bytes(model, rows, sequence, lora_targets)
+    layer = layer_activation_bytes(model, rows, sequence, lora_targets)
+    return model.layers * int(layer * per_position)
 
 
 def logprob_bytes(
@@ -438,10 +441,8 @@ def update_memory(
     layer = int(layer_activation_bytes(model, 1, tokens, lora_targets) * per_position)
     # Every per-token part is linear in the tokens, so one row of `tokens` stands for them.
     parts = {
-        "activations": (
-            activation_bytes(model, 1, tokens, checkpointing, lora_targets)
-            if checkpointing
-            else model.layers * layer
+        "activations": activation_bytes(
+            model, 1, tokens, checkpointing, lora_targets, per_position
         ),
         "logprobs": logprob_bytes(model, rows, sequence, completion, chunk_tokens)
         - shared_tokens * model.hidden * 2,

@@ -111,42 +111,52 @@ class PackLayout:
         return dict.fromkeys(set(types), self)
 
 
+Attend = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float | None], torch.Tensor
+]
+"""q [B, Q, H, D], k and v [B, K, G, D], a boolean mask [B, 1, Q, K] and the scaling -> [B, Q, H, D]."""
+
+
+def sdpa_attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scaling: float | None
+) -> torch.Tensor:
+    """An `Attend` by PyTorch's scaled-dot-product attention, the keys and values repeated to
+    the query heads: with a mask, the memory-efficient kernel refuses `enable_gqa`, and PyTorch
+    would fall back to the math kernel where cuDNN's is not there (docs/benchmarks.md)."""
+    repeat = q.shape[2] // k.shape[2]
+    k = k.repeat_interleave(repeat, dim=2)
+    v = v.repeat_interleave(repeat, dim=2)
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, scale=scaling
+    )
+    return out.transpose(1, 2)
+
+
 def grouped_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
     layout: PackLayout,
     scaling: float | None,
+    attend: Attend = sdpa_attend,
 ) -> torch.Tensor:
-    """Prefix Grouper's attention over packs.
+    """Prefix Grouper's attention over packs, each part attended by `attend`.
 
     query [S, H, L, D], key and value [S, G, L, D] (G key-value heads, H a multiple of G) ->
     [S, L, H, D], as transformers' attention functions return it; padding positions get zeros.
     """
     packs, heads, width, dim = query.shape
-    repeat = heads // key.shape[1]
 
     def flat(states: torch.Tensor) -> torch.Tensor:
         """[S, heads, L, D] -> [S * L, heads, D]."""
         return states.transpose(1, 2).reshape(packs * width, states.shape[1], dim)
 
-    def attend(
-        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
-    ) -> torch.Tensor:
-        """q [B, Q, H, D], k and v [B, K, G, D] -> [B, Q, H, D]."""
-        k = k.repeat_interleave(repeat, dim=2)
-        v = v.repeat_interleave(repeat, dim=2)
-        out = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, scale=scaling
-        )
-        return out.transpose(1, 2)
-
     q, k, v = flat(query), flat(key), flat(value)
     prefix_k, prefix_v = k[layout.prefix_index], v[layout.prefix_index]
-    prefix_out = attend(q[layout.prefix_index], prefix_k, prefix_v, layout.prefix_mask)
+    prefix_out = attend(q[layout.prefix_index], prefix_k, prefix_v, layout.prefix_mask, scaling)
     suffix_k = torch.cat([prefix_k[layout.suffix_pack], k[layout.suffix_index]], dim=1)
     suffix_v = torch.cat([prefix_v[layout.suffix_pack], v[layout.suffix_index]], dim=1)
-    suffix_out = attend(q[layout.suffix_index], suffix_k, suffix_v, layout.suffix_mask)
+    suffix_out = attend(q[layout.suffix_index], suffix_k, suffix_v, layout.suffix_mask, scaling)
     values = torch.cat([prefix_out[layout.prefix_valid], suffix_out[layout.suffix_valid]])
     out = values.new_zeros(packs * width, heads, dim).index_copy(0, layout.output_index, values)
     return out.view(packs, width, heads, dim)
