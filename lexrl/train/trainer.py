@@ -65,6 +65,7 @@ from lexrl.train.advantages import (
     shard_step,
     split_group_advantages,
 )
+from lexrl.train.busy_cores import warn_if_cores_busy
 from lexrl.train.checkpoint import (
     RUN_KEY,
     CheckpointChoice,
@@ -788,6 +789,8 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         )
     choice = checkpoint_to_resume(config)
     accelerator = make_accelerator()
+    if accelerator.is_main_process:
+        warn_if_cores_busy()
     shard = step_shard(config, accelerator)
     refuse_if_cannot_fit(config, accelerator.num_processes, uses_deepspeed(accelerator))
     resolve_engine_memory(config, accelerator.num_processes)
