@@ -9,8 +9,9 @@ env's headline metric, and says whether the trained policy is above it with 95% 
 Both policies play the same tasks, so where each task's values are known the comparison is
 paired (the paired bootstrap of Koehn 2004, "Statistical Significance Tests for Machine
 Translation Evaluation"): the interval is that of the mean of the per-task differences, tasks
-resampled. A task's difficulty then counts once, not twice, and the interval is narrower than
-the trained policy's own interval set against the baseline's mean, which is the fallback.
+resampled. The baseline's mean is then an estimate on those tasks like the policy's, not a fixed
+line, and what the two share (a task's difficulty) cancels. Without per-task values the trained
+policy's own interval is set against the baseline's mean.
 """
 
 from __future__ import annotations

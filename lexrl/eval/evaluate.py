@@ -329,9 +329,10 @@ def evaluate(
 ) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]]]:
     """Roll out the evaluation split; the means of the episode metrics, their 95% intervals
     (`summary_intervals`) and, by env name and task id, the means of each task's episodes'
-    reward and metrics (`env_task_means`). Writes `<out_dir>/<name>.jsonl` (one task a line, trajectories
-    included), `<name>_summary.json` and `<name>_intervals.json`, and the env's own part of the
-    report without baselines (`Env.report`) as `<name>_env.json` and `.md`, which it prints."""
+    reward and metrics (`env_task_means`). Writes `<out_dir>/<name>.jsonl` (one task a line,
+    trajectories included), `<name>_summary.json` and `<name>_intervals.json`, and the env's
+    own part of the report without baselines (`Env.report`) as `<name>_env.json` and `.md`,
+    which it prints."""
     groups = rollout_split(env, backend, tokenizer, config, name)
     tasks = eval_tasks(env, config)
     summary, intervals = env_summaries(env, tasks, groups)
