@@ -137,5 +137,7 @@ class Env(ABC):
         return ""
 
     def text_corpus(self) -> list[str]:
-        """Text the built-in tiny model's tokenizer is trained on (prompts, documents, questions)."""
+        """Text the built-in tiny model's tokenizer is trained on (prompts, documents, training
+        questions). Never a test task: the test split must neither shape the model nor, when it
+        changes size, rebuild it (a new tokenizer reorders token ids, so a new initial model)."""
         return []

@@ -313,7 +313,7 @@ class ArgumentEnv(Env):
 
     def text_corpus(self) -> list[str]:
         texts = list(self.prompts.values())
-        for task in self._tasks["train"][:300] + self._tasks["test"]:
+        for task in self._tasks["train"][:300]:
             scenario = self.scenario(task)
             texts.append(
                 render_cases(task.inputs, self.config.factor_names, self.config.factor_layout)

@@ -214,8 +214,7 @@ class DebateEnv(Env):
 
     def text_corpus(self) -> list[str]:
         texts = list(self.prompts.values())
-        for tasks in self._tasks.values():
-            texts += [self.question_text(task) for task in tasks]
+        texts += [self.question_text(task) for task in self._tasks.get("train", [])]
         return texts
 
     def question_text(self, task: Task) -> str:

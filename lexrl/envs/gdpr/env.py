@@ -250,8 +250,7 @@ class GdprEnv(Env):
 
     def text_corpus(self) -> list[str]:
         texts = list(self.prompts.values())
-        for task in self._tasks["train"] + self._tasks["test"]:
-            texts.append(self.question_text(task))
+        texts += [self.question_text(task) for task in self._tasks.get("train", [])]
         for chunks in self.data.chunks.values():
             for values in chunks.values():
                 texts += values

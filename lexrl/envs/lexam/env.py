@@ -132,11 +132,10 @@ class LexamEnv(Env):
 
     def text_corpus(self) -> list[str]:
         texts = list(self.prompts.values())
-        for tasks in self._tasks.values():
-            for task in tasks:
-                texts.append(self.question_text(task))
-                if isinstance(task.gold, str):
-                    texts.append(task.gold)
+        for task in self._tasks.get("train", []):
+            texts.append(self.question_text(task))
+            if isinstance(task.gold, str):
+                texts.append(task.gold)
         return texts
 
     def stats(self) -> dict[str, Any]:
