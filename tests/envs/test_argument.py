@@ -276,3 +276,28 @@ def test_the_llm_extractor_path_scores_the_metrics_and_leaves_the_reward_on_the_
     # argue rightly (the plaintiff's analogy, and the rebuttal reinforcing it); the defendant's
     # copy of the plaintiff's analogy argues the other side's case and earns nothing.
     assert trajectory.components["hallucination"] == pytest.approx(2 / 3)
+
+
+def test_each_split_is_generated_on_first_use_only(monkeypatch):
+    import lexrl.envs.argument.env as argument_env
+
+    generated = []
+    real = argument_env.generate_scenarios
+
+    def counting(kinds, complexity, seeds, *rest):
+        generated.append(len(seeds))
+        return real(kinds, complexity, seeds, *rest)
+
+    monkeypatch.setattr(argument_env, "generate_scenarios", counting)
+    env = ArgumentEnv(ArgumentEnvConfig(train_per_kind=4000, test_per_kind=6))
+    assert generated == []
+    test_tasks = env.tasks("test")
+    assert generated == [6] and len(test_tasks) == 6 * 3  # 6 generator seeds, a triple per kind
+    assert env.tasks("test") is test_tasks and generated == [6]
+
+    # A training task from another instance (another process) is still found here.
+    train_task = ArgumentEnv(ArgumentEnvConfig(train_per_kind=2, test_per_kind=6)).tasks("train")[0]
+    later = ArgumentEnv(ArgumentEnvConfig(train_per_kind=2, test_per_kind=6))
+    assert later.scenario(train_task).id == train_task.id
+    with pytest.raises(argument_env.ConfigError, match="not 'dev'"):
+        env.tasks("dev")

@@ -113,6 +113,9 @@ METRICS = (
 )
 
 
+SPLITS = ("train", "test")
+
+
 def load_prompt(name: str) -> str:
     return prompt_text("lexrl.envs.argument", name)
 
@@ -263,7 +266,9 @@ class ArgumentEnv(Env):
         if config.workflow == "RMA":
             self.episode_metrics += ("revisions", "analyst_terminations", "verdict_accuracy")
         self._scenarios: dict[str, Scenario] = {}
-        self._tasks = {split: self._load(split) for split in ("train", "test")}
+        # Each split is generated on its first use: 12,000 training triples take seconds that
+        # `lexrl eval`, `audit` and `serve-env` (test split only) need not spend.
+        self._tasks: dict[str, list[Task]] = {}
 
     @classmethod
     def from_config(cls, config: ArgumentEnvConfig) -> ArgumentEnv:
@@ -291,20 +296,28 @@ class ArgumentEnv(Env):
         return JudgeClient(self.config.judges, self.config.judge_cache_dir)
 
     def tasks(self, split: str) -> list[Task]:
-        if split not in self._tasks:
+        if split not in SPLITS:
             raise ConfigError(f"the argument env has splits train and test, not {split!r}")
+        if split not in self._tasks:
+            self._tasks[split] = self._load(split)
         return self._tasks[split]
 
     def warmstart_tasks(self) -> list[Task]:
         kinds = set(self.config.warmstart_kinds)
-        return [task for task in self._tasks["train"] if task.gold["kind"] in kinds]
+        return [task for task in self.tasks("train") if task.gold["kind"] in kinds]
 
     def scenario(self, task: Task) -> Scenario:
+        if task.id not in self._scenarios:
+            # A task built elsewhere (another process, a saved episode) names a split not yet
+            # generated here.
+            for split in SPLITS:
+                self.tasks(split)
         return self._scenarios[task.id]
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {"workflow": self.config.workflow, "source": self.config.scenarios}
-        for split, tasks in self._tasks.items():
+        for split in SPLITS:
+            tasks = self.tasks(split)
             kinds: dict[str, int] = {}
             for task in tasks:
                 kinds[task.gold["kind"]] = kinds.get(task.gold["kind"], 0) + 1
@@ -313,7 +326,7 @@ class ArgumentEnv(Env):
 
     def text_corpus(self) -> list[str]:
         texts = list(self.prompts.values())
-        for task in self._tasks["train"][:300]:
+        for task in self.tasks("train")[:300]:
             scenario = self.scenario(task)
             texts.append(
                 render_cases(task.inputs, self.config.factor_names, self.config.factor_layout)
