@@ -268,6 +268,10 @@ class MixMember:
     """Registered env name."""
     weight: float = 1.0
     """Sampling weight with `env.mix_weighting: given` (normalised over the mixture)."""
+    warmstart_share: int = 1
+    """Warm-start tasks this member's scripted teacher plays for each one a member at 1 plays
+    (`warmstart.num_episodes` is shared in these proportions): an env whose skill needs more
+    supervised data than the others', such as argument's (docs/benchmarks.md), gets more."""
 
 
 @dataclass
@@ -516,6 +520,7 @@ BOUNDS: dict[str, Bound] = {
         1, why="a cap below 1 would cut the weight of tokens the trainer and sampler agree on"
     ),
     "env.mix[].weight": _ABOVE_0,
+    "env.mix[].warmstart_share": _AT_LEAST_1,
     "env.mix_temperature": _ABOVE_0,
     "env.statute.max_iterations": _AT_LEAST_1,
     "env.statute.first_stage_k": _AT_LEAST_1,

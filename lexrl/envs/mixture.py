@@ -39,11 +39,17 @@ def mixture_probabilities(weights: dict[str, float], temperature: float) -> dict
 class MixtureEnv(Env):
     name = "mix"
 
-    def __init__(self, members: dict[str, Env], probabilities: dict[str, float]):
+    def __init__(
+        self,
+        members: dict[str, Env],
+        probabilities: dict[str, float],
+        warmstart_shares: dict[str, int] | None = None,
+    ):
         if set(members) != set(probabilities):
             raise ValueError(f"members {sorted(members)} != probabilities {sorted(probabilities)}")
         self.members = members
         self.probabilities = probabilities
+        self.warmstart_shares = {name: 1 for name in members} | (warmstart_shares or {})
         self.roles = tuple(dict.fromkeys(role for env in members.values() for role in env.roles))
         self._tasks: dict[str, list[Task]] = {}
         self._originals: dict[str, Task] = {}
@@ -66,7 +72,8 @@ class MixtureEnv(Env):
                 raise ConfigError(f"env.mix: {', '.join(empty)} has no training tasks")
         else:
             weights = {m.name: m.weight for m in config.mix}
-        return cls(members, mixture_probabilities(weights, config.mix_temperature))
+        shares = {m.name: m.warmstart_share for m in config.mix}
+        return cls(members, mixture_probabilities(weights, config.mix_temperature), shares)
 
     def _tagged(self, name: str, tasks: list[Task]) -> list[Task]:
         tagged = []
@@ -136,17 +143,22 @@ class MixtureEnv(Env):
 
     def warmstart_tasks(self) -> list[Task]:
         """The warm-start tasks of the members whose scripted teacher has tasks to play (a
-        member without a teacher, or gdpr's live form, is left to GRPO), taken from each in
-        turn, the shorter lists cycled, so that the first N tasks the warm-start plays are
-        shared evenly between them."""
+        member without a teacher, or gdpr's live form, is left to GRPO), taken in rounds of
+        `warmstart_share` tasks from each member, the shorter lists cycled, so that the first N
+        tasks the warm-start plays are shared between them in those proportions."""
         lists = [
-            self._tagged(name, env.warmstart_tasks())
+            (self.warmstart_shares[name], self._tagged(name, env.warmstart_tasks()))
             for name, env in self.members.items()
             if type(env).teacher is not Env.teacher
         ]
-        lists = [tasks for tasks in lists if tasks]
-        longest = max((len(tasks) for tasks in lists), default=0)
-        return [tasks[i % len(tasks)] for i in range(longest) for tasks in lists]
+        lists = [(share, tasks) for share, tasks in lists if tasks]
+        rounds = max((-(-len(tasks) // share) for share, tasks in lists), default=0)
+        return [
+            tasks[(round_ * share + i) % len(tasks)]
+            for round_ in range(rounds)
+            for share, tasks in lists
+            for i in range(share)
+        ]
 
     def text_corpus(self) -> list[str]:
         return [text for env in self.members.values() for text in env.text_corpus()]

@@ -156,6 +156,18 @@ def test_warm_start_covers_the_members_with_a_teacher_in_turn(env):
         assert mine == {f"{name}:{t.id}" for t in env.members[name].warmstart_tasks()}
 
 
+def test_a_warm_start_share_gives_a_member_that_many_tasks_a_round():
+    config = _config()
+    config.mix[2].warmstart_share = 3  # argument
+    env = make_env(config)
+    tasks = env.warmstart_tasks()
+    assert [env.member_of(t) for t in tasks[:10]] == ["statute", "gdpr", *["argument"] * 3] * 2
+    counts = Counter(env.member_of(t) for t in tasks[: 5 * 40])
+    assert counts == {"statute": 40, "gdpr": 40, "argument": 120}
+    argument = [t.id for t in tasks if env.member_of(t) == "argument"]
+    assert set(argument) == {f"argument:{t.id}" for t in env.members["argument"].warmstart_tasks()}
+
+
 def test_a_member_whose_teacher_has_no_tasks_is_left_to_grpo():
     config = _config()
     config.gdpr.system = "live"  # the live form's decomposition has no scripted teacher
