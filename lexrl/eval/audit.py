@@ -73,14 +73,18 @@ def task_means(
     trajectories: list[Trajectory], keys: tuple[str, ...]
 ) -> dict[str, dict[str, float]]:
     """Per task id, the mean over its episodes that did not fail of each of `keys` that they
-    report: `reward` (`Trajectory.reward`) or an env metric (`Trajectory.metrics`)."""
+    report: `reward` (`Trajectory.reward`), an env metric (`Trajectory.metrics`) or a reward
+    component (`Trajectory.components`; a metric of the same name wins, as in the summary)."""
     values: dict[str, dict[str, list[float]]] = {}
     for trajectory in trajectories:
         if trajectory.failed:
             continue
         task = values.setdefault(trajectory.task_id, {})
         for key in keys:
-            value = trajectory.reward if key == "reward" else trajectory.metrics.get(key)
+            if key == "reward":
+                value = trajectory.reward
+            else:
+                value = trajectory.metrics.get(key, trajectory.components.get(key))
             if value is not None:
                 task.setdefault(key, []).append(value)
     return {

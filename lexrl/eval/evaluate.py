@@ -81,13 +81,13 @@ def summary_intervals(groups: list[Group]) -> dict[str, dict[str, float]]:
     """Percentile-bootstrap 95% intervals of the `summarize` means, the evaluation tasks being
     the resampled unit (a task's episodes are not independent draws): {key: {mean, low, high}}.
     Failed episodes are left out, as in the means."""
-    per_task: dict[str, list[float]] = {}
-    for group in groups:
-        scored = [t for t in group.trajectories if not t.failed]
-        if scored:
-            for key, values in episode_values(scored).items():
-                per_task.setdefault(key, []).append(sum(values) / len(values))
-    return {key: mean_with_ci(means) for key, means in per_task.items()}
+    trajectories = [t for group in groups for t in group.trajectories]
+    keys = tuple(episode_values([t for t in trajectories if not t.failed]))
+    per_task = task_means(trajectories, keys)
+    return {
+        key: mean_with_ci([means[key] for means in per_task.values() if key in means])
+        for key in keys
+    }
 
 
 def episode_task_means(groups: list[Group]) -> dict[str, dict[str, float]]:

@@ -54,6 +54,16 @@ def test_a_metric_is_averaged_over_the_episodes_that_report_it():
     assert summary_intervals(groups)["x_accuracy"]["mean"] == 0.5
 
 
+def test_reward_components_get_intervals_over_task_means():
+    first = Trajectory("a", reward=1.0, components={"format": 1.0})
+    second = Trajectory("a", reward=0.0, components={"format": 0.0})
+    third = Trajectory("b", reward=1.0, components={"format": 1.0})
+    groups = [Group(Task("a", {}, None), [first, second]), Group(Task("b", {}, None), [third])]
+    intervals = summary_intervals(groups)
+    assert intervals["format"]["mean"] == pytest.approx((0.5 + 1.0) / 2)
+    assert intervals["format"]["low"] == 0.5 and intervals["format"]["high"] == 1.0
+
+
 def test_the_table_shows_each_mean_with_its_interval():
     groups = [group("a", [1.0]), group("b", [0.0])]
     out = io.StringIO()
