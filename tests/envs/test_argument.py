@@ -90,6 +90,7 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
         hallucination_weight=1.0,
         utilisation_weight=0.5,
         format_weight=0.2,
+        over_abstention_penalty=0.6,
     )
     task = with_scenario(env, TABLE_1)
     plies = {
@@ -127,20 +128,22 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
     assert trajectory.metrics["abstention_accuracy"] == pytest.approx(2 / 3)
     assert trajectory.metrics["format_validity"] == pytest.approx(2 / 3)
     # The reward gates every credit on a right decision: only ply 1 argues the analogy where it
-    # can be argued; ply 2 abstains there and ply 3 cites nothing, so both earn 0. Ply 1's
-    # quality: 2 of the 2 analogy citations (F4 for c1 and c2), 1 outside them: (2 - 1) / 2.
+    # can be argued; ply 2 abstains there (and pays the over-abstention penalty) and ply 3
+    # cites nothing, so both earn 0. Ply 1's quality: 2 of the 2 analogy citations (F4 for c1
+    # and c2), 1 outside them: (2 - 1) / 2.
     assert trajectory.components == pytest.approx(
         {
             "abstention": 1 / 3,
             "hallucination": 8 / 9 * 1 / 3,
             "utilisation": 0.5 * 0.5 / 3,
             "format": 0.2 * 1 / 3,
+            "over_abstention": -0.6 * 1 / 3,
         }  # fmt: skip
     )
     # plaintiff: ply 1 (abstention 1, hallucination 8/9, utilisation 0.5 * 0.5, format 0.2) and
-    # ply 3 (0, 0, 0, 0); defendant: ply 2 (0, 0, 0, 0)
+    # ply 3 (0, 0, 0, 0); defendant: ply 2 (0, 0, 0, 0, over-abstention -0.6)
     ply1 = 1 + 8 / 9 + 0.5 * 0.5 + 0.2
-    assert trajectory.role_rewards == pytest.approx({"plaintiff": ply1 / 2, "defendant": 0.0})
+    assert trajectory.role_rewards == pytest.approx({"plaintiff": ply1 / 2, "defendant": -0.6})
 
 
 def rma_script(drafts, verdicts, reviews, revisions=()):
@@ -299,5 +302,9 @@ def test_each_split_is_generated_on_first_use_only(monkeypatch):
     train_task = ArgumentEnv(ArgumentEnvConfig(train_per_kind=2, test_per_kind=6)).tasks("train")[0]
     later = ArgumentEnv(ArgumentEnvConfig(train_per_kind=2, test_per_kind=6))
     assert later.scenario(train_task).id == train_task.id
+    # A test task from another instance is found without generating the larger training split.
+    generated.clear()
+    fresh = ArgumentEnv(ArgumentEnvConfig(train_per_kind=4000, test_per_kind=6))
+    assert fresh.scenario(test_tasks[0]).id == test_tasks[0].id and generated == [6]
     with pytest.raises(argument_env.ConfigError, match="not 'dev'"):
         env.tasks("dev")

@@ -88,12 +88,15 @@ def test_lexam_always_one_letter_is_right_on_that_letters_questions(letter, toke
 
 
 def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
-    env = ArgumentEnv(ArgumentEnvConfig(workflow="MA", test_per_kind=3))
+    env = ArgumentEnv(
+        ArgumentEnvConfig(workflow="MA", test_per_kind=3, over_abstention_penalty=0.5)
+    )
     tasks = env.tasks("test")
     for task, trajectory in zip(tasks, play(env, tasks, tokenizer, "always_abstain"), strict=True):
         owed = sum(task.gold["abstain"]) / 3
         # Only the plies that owe an abstention earn, abstention and format; an abstention
-        # claims nothing, so it earns no hallucination credit, and uses no factor.
+        # claims nothing, so it earns no hallucination credit, and uses no factor. The others
+        # pay the over-abstention penalty.
         weights = env.weights
         assert trajectory.components == pytest.approx(
             {
@@ -101,6 +104,7 @@ def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
                 "hallucination": 0.0,
                 "utilisation": 0.0,
                 "format": weights["format"] * owed,
+                "over_abstention": -0.5 * (1 - owed),
             }
         )
 

@@ -62,6 +62,7 @@ from lexrl.envs.argument.scenarios import (
     CASES,
     KINDS,
     PLIES,
+    SPLIT_SEEDS,
     Scenario,
     expected_abstentions,
     generate_scenarios,
@@ -113,7 +114,7 @@ METRICS = (
 )
 
 
-SPLITS = ("train", "test")
+SPLITS = tuple(SPLIT_SEEDS)
 
 
 def load_prompt(name: str) -> str:
@@ -244,6 +245,7 @@ class ArgumentEnv(Env):
             "hallucination": config.hallucination_weight,
             "utilisation": config.utilisation_weight,
             "format": config.format_weight,
+            "over_abstention": -config.over_abstention_penalty,
         }
         self.prompts = {
             name: load_prompt(name)
@@ -274,8 +276,11 @@ class ArgumentEnv(Env):
     def from_config(cls, config: ArgumentEnvConfig) -> ArgumentEnv:
         return cls(config)
 
+    def _per_kind(self, split: str) -> int:
+        return self.config.train_per_kind if split == "train" else self.config.test_per_kind
+
     def _load(self, split: str) -> list[Task]:
-        count = self.config.train_per_kind if split == "train" else self.config.test_per_kind
+        count = self._per_kind(split)
         if split == "test" and self.config.scenarios != "generated":
             scenarios = load_scenarios(self.config.scenarios)
         else:
@@ -307,11 +312,12 @@ class ArgumentEnv(Env):
         return [task for task in self.tasks("train") if task.gold["kind"] in kinds]
 
     def scenario(self, task: Task) -> Scenario:
-        if task.id not in self._scenarios:
-            # A task built elsewhere (another process, a saved episode) names a split not yet
-            # generated here.
-            for split in SPLITS:
-                self.tasks(split)
+        # A task built elsewhere (another process, a saved episode) may name a split not yet
+        # generated here: generate the smaller split first, and no more than it takes.
+        for split in sorted(SPLITS, key=self._per_kind):
+            if task.id in self._scenarios:
+                break
+            self.tasks(split)
         return self._scenarios[task.id]
 
     def stats(self) -> dict[str, Any]:

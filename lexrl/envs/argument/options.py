@@ -111,3 +111,12 @@ class ArgumentEnvConfig:
     format_weight: float = 0.05
     """Reward weight of format validity: the share of plies that are the JSON asked for and
     decided rightly (valid JSON with the wrong decision earns nothing)."""
+    over_abstention_penalty: float = 0.0
+    """Reward taken per share of plies that abstain where an argument can be grounded (an
+    over-cautious ply: Rec_U 0, seed 004 eq. 3-4, sec. 1's persuasion goal). 0, the paper's
+    scoring, makes abstaining there earn what an ungrounded argument earns, nothing; then a GRPO
+    group of an arguable triple in which no sample argues rightly has no advantage, while every
+    group of a triple that must abstain pushes towards abstaining, and a small policy that cannot
+    yet tell the kinds apart drifts to abstaining everywhere (docs/benchmarks.md). Above 0,
+    arguing (even wrongly) beats abstaining on an arguable ply. The teacher and every rule that
+    decides rightly never pay it."""

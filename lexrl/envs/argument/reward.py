@@ -31,7 +31,13 @@ Components of a triple (each in [0, 1], weighted by the env's options):
   (`grounding.argument_quality`: the Jaccard index of the citations the ply argues and those a
   CATO argument makes; the side-aware form of Rec_U, eq. 3-4) of the plies that argue rightly,
   0 for the others;
-- `format`: share of plies that are the JSON asked for and right.
+- `format`: share of plies that are the JSON asked for and right;
+- `over_abstention`: share of plies that abstain where an argument can be grounded, weighted by
+  minus `over_abstention_penalty`. The paper scores such a ply Rec_U 0 (eq. 3-4), as it does an
+  ungrounded argument; the penalty makes abstaining there cost more than trying to argue, so that
+  GRPO groups of arguable triples carry a signal towards arguing even when no sample argues
+  rightly, as groups of triples that must abstain always carry one towards abstaining. It is 0
+  for the teacher and for every rule that decides rightly, so it lowers no bound of `lexrl audit`.
 
 `ply_components` are the same gates for one ply, so an agent's role reward and the triple's
 reward agree on which plies earn.
@@ -46,7 +52,7 @@ from lexrl.envs.argument.metrics import factor_counts
 from lexrl.envs.argument.parsing import ParsedPly
 from lexrl.envs.argument.scenarios import CASES, PLIES, Scenario, expected_abstentions
 
-COMPONENTS = ("abstention", "hallucination", "utilisation", "format")
+COMPONENTS = ("abstention", "hallucination", "utilisation", "format", "over_abstention")
 
 
 def _fabricated_and_used(scenario: Scenario, ply: ParsedPly) -> tuple[int, int]:
@@ -54,6 +60,11 @@ def _fabricated_and_used(scenario: Scenario, ply: ParsedPly) -> tuple[int, int]:
     fabricated = sum(len(set(ply.factors[c]) - set(scenario.case(c))) for c in CASES)
     used = sum(len(set(ply.factors[c]) & set(scenario.case(c))) for c in CASES)
     return fabricated, used
+
+
+def over_abstains(scenario: Scenario, index: int, ply: ParsedPly) -> bool:
+    """Whether ply `index` abstained where an argument can be grounded."""
+    return ply.abstain and not expected_abstentions(scenario)[index]
 
 
 def right_decision(scenario: Scenario, index: int, ply: ParsedPly) -> bool:
@@ -80,6 +91,8 @@ def triple_components(scenario: Scenario, plies: Sequence[ParsedPly]) -> dict[st
         "hallucination": max(0.0, 1.0 - counts.n_h / counts.n_gt) * len(arguing) / len(PLIES),
         "utilisation": sum(quality) / len(PLIES),
         "format": sum(ply.valid and ok for ply, ok in zip(plies, right, strict=True)) / len(PLIES),
+        "over_abstention": sum(over_abstains(scenario, i, ply) for i, ply in enumerate(plies))
+        / len(PLIES),
     }
 
 
@@ -88,7 +101,9 @@ def ply_components(scenario: Scenario, index: int, ply: ParsedPly) -> dict[str, 
     Hallucination counts this ply's citations against all of the triple's N_gt ground-truth
     factors."""
     if not right_decision(scenario, index, ply):
-        return dict.fromkeys(COMPONENTS, 0.0)
+        return dict.fromkeys(COMPONENTS, 0.0) | {
+            "over_abstention": float(over_abstains(scenario, index, ply))
+        }
     n_gt = sum(len(scenario.case(case)) for case in CASES)
     fabricated, _ = _fabricated_and_used(scenario, ply)
     argues = not ply.abstain
@@ -97,6 +112,7 @@ def ply_components(scenario: Scenario, index: int, ply: ParsedPly) -> dict[str, 
         "hallucination": max(0.0, 1.0 - fabricated / n_gt) if argues else 0.0,
         "utilisation": argument_quality(scenario, index, ply),
         "format": float(ply.valid),
+        "over_abstention": 0.0,
     }
 
 
