@@ -211,6 +211,7 @@ def _episode_sums(groups: list[Group]) -> dict[str, float]:
             sums[f"reward/{key}"] += value
         for key, value in trajectory.metrics.items():
             sums[f"env/{key}"] += value
+            sums[f"reported/env/{key}"] += 1
         for step in trajectory.steps:
             if step.get("action"):
                 sums[f"agent/planner/action/{step['action']}"] += 1
@@ -240,13 +241,16 @@ def reduce_metric_sums(
 
 
 def metric_means(totals: dict[str, float]) -> dict[str, float]:
-    """Means from summed statistics: per scored episode (rewards, env metrics, planner actions;
-    a failed episode is counted in `judge/failed` instead), per episode (turns), per group
+    """Means from summed statistics: per scored episode (rewards, planner actions; a failed
+    episode is counted in `judge/failed` instead), per episode that reports it (an env metric:
+    `right_decision_arguable` comes only from arguable triples), per episode (turns), per group
     (reward std), per turn (`agent/<role>/tokens`). A mean over nothing is left out: a step
     whose every episode failed has no reward, which a 0 would hide."""
     out = {"count/episodes": totals["count/episodes"]}
     for key, value in totals.items():
         if key in ("count/episodes", "count/groups") or key.endswith("/rewarded"):
+            continue
+        if key.startswith("reported/"):
             continue
         count = _mean_over(key, totals)
         if count is None:
@@ -260,7 +264,9 @@ def _mean_over(key: str, totals: dict[str, float]) -> float | None:
     """What the sum `key` is averaged over (`metric_means`); None for a count logged as is."""
     if key == "reward/group_std":
         return totals["count/groups"]
-    if key.startswith(("reward/", "env/", "agent/planner/action/")):
+    if key.startswith("env/"):
+        return totals.get(f"reported/{key}", 0.0)
+    if key.startswith(("reward/", "agent/planner/action/")):
         return totals["count/episodes"] - totals["judge/failed"]
     if key.endswith("/turns"):
         return totals["count/episodes"]
@@ -296,7 +302,8 @@ def metric_keys_of(env: Env | None) -> list[str]:
     if env is None:
         return keys
     keys += [f"reward/{c}" for c in getattr(env, "reward_components", ())]
-    keys += [f"env/{m}" for m in getattr(env, "episode_metrics", ())]
+    for metric in getattr(env, "episode_metrics", ()):
+        keys += [f"env/{metric}", f"reported/env/{metric}"]
     keys += [f"agent/planner/action/{a}" for a in getattr(env, "actions", ())]
     for role in env.roles:
         keys += [f"agent/{role}/{name}" for name in ("turns", "tokens", "reward", "rewarded")]

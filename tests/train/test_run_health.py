@@ -74,6 +74,36 @@ def test_a_mean_over_no_scored_episode_is_left_out_not_zero():
     }
 
 
+def test_an_env_metric_is_averaged_over_the_episodes_that_report_it():
+    from types import SimpleNamespace
+
+    from lexrl.train.trainer import metric_keys, reduce_metric_sums, step_metrics
+    from lexrl.types import Group, Task, Trajectory
+
+    def episode(kind, right):
+        metrics = {"right_decision": right, f"right_decision_{kind}": right}
+        return Trajectory(kind, [], reward=right, metrics=metrics)
+
+    groups = [
+        Group(Task("a", {}, []), [episode("arguable", 1.0), episode("arguable", 0.0)]),
+        Group(Task("m", {}, []), [episode("mismatched", 1.0), episode("mismatched", 1.0)]),
+    ]
+    env = SimpleNamespace(
+        roles=(),
+        reward_components=(),
+        episode_metrics=("right_decision", "right_decision_arguable", "right_decision_mismatched"),
+        member_envs=dict,
+        parts=None,
+    )
+    one_process = SimpleNamespace(num_processes=1)
+    means = reduce_metric_sums(step_metrics(groups, env), metric_keys(env), one_process)
+    assert means["env/right_decision"] == 0.75 and means["reward/total"] == 0.75
+    # Averaged over all four episodes these would read 0.25 and 0.5.
+    assert means["env/right_decision_arguable"] == 0.5
+    assert means["env/right_decision_mismatched"] == 1.0
+    assert not any(key.startswith("reported/") for key in means)
+
+
 def test_only_consecutive_steps_with_every_episode_failed_halt_the_run():
     failures = FailedSteps(2)
     all_failed = {"count/episodes": 4.0, "judge/failed": 4.0}
