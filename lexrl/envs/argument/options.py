@@ -119,4 +119,5 @@ class ArgumentEnvConfig:
     group of a triple that must abstain pushes towards abstaining, and a small policy that cannot
     yet tell the kinds apart drifts to abstaining everywhere (docs/benchmarks.md). Above 0,
     arguing (even wrongly) beats abstaining on an arguable ply. The teacher and every rule that
-    decides rightly never pay it."""
+    decides rightly never pay it. Under `grpo.scale_rewards: group` its size matters little (each
+    group's advantages are divided by its own spread); `configs/argument_cpu.yaml` sets 0.5."""
