@@ -195,6 +195,8 @@ def test_lexrl_train_refuses_a_run_its_gpu_cannot_hold(monkeypatch, capsys, tmp_
     from lexrl.train import plan_report
 
     monkeypatch.setattr(plan_report, "device_memory_bytes", lambda: 24 * GiB)
+    # A busy machine (a CI run's other tests) would print the busy-cores warning first.
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     config = load_config(str(ROOT / "configs" / "stard_mas_grpo.yaml"), [])
     assert config.grpo.gradient_checkpointing
     argv = [
