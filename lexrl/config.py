@@ -555,6 +555,7 @@ BOUNDS: dict[str, Bound] = {
     "env.argument.temperature": _AT_LEAST_0,
     "env.argument.abstention_weight": _AT_LEAST_0,
     "env.argument.over_abstention_penalty": _AT_LEAST_0,
+    "env.argument.failed_abstention_penalty": _AT_LEAST_0,
     "env.argument.hallucination_weight": _AT_LEAST_0,
     "env.argument.utilisation_weight": _AT_LEAST_0,
     "env.argument.format_weight": _AT_LEAST_0,

@@ -91,6 +91,7 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
         utilisation_weight=0.5,
         format_weight=0.2,
         over_abstention_penalty=0.6,
+        failed_abstention_penalty=0.7,
     )
     task = with_scenario(env, TABLE_1)
     plies = {
@@ -138,6 +139,7 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
             "utilisation": 0.5 * 0.5 / 3,
             "format": 0.2 * 1 / 3,
             "over_abstention": -0.6 * 1 / 3,
+            "failed_abstention": 0.0,  # every ply of TABLE_1 can be argued: none owes an abstention
         }  # fmt: skip
     )
     # plaintiff: ply 1 (abstention 1, hallucination 8/9, utilisation 0.5 * 0.5, format 0.2) and

@@ -89,7 +89,12 @@ def test_lexam_always_one_letter_is_right_on_that_letters_questions(letter, toke
 
 def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
     env = ArgumentEnv(
-        ArgumentEnvConfig(workflow="MA", test_per_kind=3, over_abstention_penalty=0.5)
+        ArgumentEnvConfig(
+            workflow="MA",
+            test_per_kind=3,
+            over_abstention_penalty=0.5,
+            failed_abstention_penalty=2.0,
+        )
     )
     tasks = env.tasks("test")
     for task, trajectory in zip(tasks, play(env, tasks, tokenizer, "always_abstain"), strict=True):
@@ -105,8 +110,32 @@ def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
                 "utilisation": 0.0,
                 "format": weights["format"] * owed,
                 "over_abstention": -0.5 * (1 - owed),
+                "failed_abstention": 0.0,
             }
         )
+
+
+def test_argument_never_abstaining_pays_for_each_abstention_it_owes(tokenizer):
+    env = ArgumentEnv(
+        ArgumentEnvConfig(
+            workflow="MA",
+            test_per_kind=3,
+            over_abstention_penalty=0.5,
+            failed_abstention_penalty=2.0,
+        )
+    )
+    tasks = env.tasks("test")
+    played = play(env, tasks, tokenizer, "never_abstain_uncited")
+    owing = 0
+    for task, trajectory in zip(tasks, played, strict=True):
+        owed = sum(task.gold["abstain"]) / 3
+        owing += owed > 0
+        # It cites nothing, so it argues no citation and no ply decides rightly: nothing earns,
+        # and every ply that owed an abstention pays the failed-abstention penalty.
+        assert trajectory.components == pytest.approx(
+            dict.fromkeys(env.weights, 0.0) | {"failed_abstention": -2.0 * owed}
+        )
+    assert owing >= 6  # the mismatched and non-arguable triples, at least
 
 
 def test_gdpr_majority_label_is_right_where_the_gold_is_the_majority(tokenizer):

@@ -246,6 +246,7 @@ class ArgumentEnv(Env):
             "utilisation": config.utilisation_weight,
             "format": config.format_weight,
             "over_abstention": -config.over_abstention_penalty,
+            "failed_abstention": -config.failed_abstention_penalty,
         }
         self.prompts = {
             name: load_prompt(name)

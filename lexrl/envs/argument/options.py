@@ -121,3 +121,11 @@ class ArgumentEnvConfig:
     arguing (even wrongly) beats abstaining on an arguable ply. The teacher and every rule that
     decides rightly never pay it. Under `grpo.scale_rewards: group` its size matters little (each
     group's advantages are divided by its own spread); `configs/argument_cpu.yaml` sets 0.5."""
+    failed_abstention_penalty: float = 0.0
+    """Reward taken per share of plies that do not abstain where they must: the manipulation of
+    seed 004 sec. 1, an argument where none can be grounded (the failures its "successful
+    abstention" counts, sec. 4.4). 0, the paper's scoring, makes such a ply earn what a wrong
+    abstention earns, nothing, against 0.3 for abstaining: a gap about a tenth of an arguable
+    ply's. Under `grpo.scale_rewards: none` the arguable triples' larger gaps then win, and the
+    policy stops abstaining where it must (docs/benchmarks.md). The counterpart of
+    `over_abstention_penalty`; the teacher and every rule that decides rightly never pay it."""

@@ -38,6 +38,13 @@ Components of a triple (each in [0, 1], weighted by the env's options):
   GRPO groups of arguable triples carry a signal towards arguing even when no sample argues
   rightly, as groups of triples that must abstain always carry one towards abstaining. It is 0
   for the teacher and for every rule that decides rightly, so it lowers no bound of `lexrl audit`.
+- `failed_abstention`: share of plies that do not abstain where they must (an argument, or a
+  reply that is neither, as the paper's "successful abstention" counts it), weighted by minus
+  `failed_abstention_penalty`: the manipulation the paper sets out to prevent, an argument where
+  none can be grounded (seed 004 sec. 1; the failures of its sec. 4.4 abstention metric). Without
+  it such a ply earns 0 against an abstention's 0.3, a gap about a tenth of an arguable ply's, so
+  without the per-group scaling GRPO trades abstaining away for arguing (docs/benchmarks.md).
+  Also 0 for the teacher and every rule that decides rightly.
 
 `ply_components` are the same gates for one ply, so an agent's role reward and the triple's
 reward agree on which plies earn.
@@ -52,7 +59,14 @@ from lexrl.envs.argument.metrics import factor_counts
 from lexrl.envs.argument.parsing import ParsedPly
 from lexrl.envs.argument.scenarios import CASES, PLIES, Scenario, expected_abstentions
 
-COMPONENTS = ("abstention", "hallucination", "utilisation", "format", "over_abstention")
+COMPONENTS = (
+    "abstention",
+    "hallucination",
+    "utilisation",
+    "format",
+    "over_abstention",
+    "failed_abstention",
+)
 
 
 def _fabricated_and_used(scenario: Scenario, ply: ParsedPly) -> tuple[int, int]:
@@ -65,6 +79,11 @@ def _fabricated_and_used(scenario: Scenario, ply: ParsedPly) -> tuple[int, int]:
 def over_abstains(scenario: Scenario, index: int, ply: ParsedPly) -> bool:
     """Whether ply `index` abstained where an argument can be grounded."""
     return ply.abstain and not expected_abstentions(scenario)[index]
+
+
+def fails_to_abstain(scenario: Scenario, index: int, ply: ParsedPly) -> bool:
+    """Whether ply `index` did not abstain (argued, or wrote neither) where it must abstain."""
+    return not ply.abstain and expected_abstentions(scenario)[index]
 
 
 def right_decision(scenario: Scenario, index: int, ply: ParsedPly) -> bool:
@@ -93,6 +112,8 @@ def triple_components(scenario: Scenario, plies: Sequence[ParsedPly]) -> dict[st
         "format": sum(ply.valid and ok for ply, ok in zip(plies, right, strict=True)) / len(PLIES),
         "over_abstention": sum(over_abstains(scenario, i, ply) for i, ply in enumerate(plies))
         / len(PLIES),
+        "failed_abstention": sum(fails_to_abstain(scenario, i, ply) for i, ply in enumerate(plies))
+        / len(PLIES),
     }
 
 
@@ -102,7 +123,8 @@ def ply_components(scenario: Scenario, index: int, ply: ParsedPly) -> dict[str, 
     factors."""
     if not right_decision(scenario, index, ply):
         return dict.fromkeys(COMPONENTS, 0.0) | {
-            "over_abstention": float(over_abstains(scenario, index, ply))
+            "over_abstention": float(over_abstains(scenario, index, ply)),
+            "failed_abstention": float(fails_to_abstain(scenario, index, ply)),
         }
     n_gt = sum(len(scenario.case(case)) for case in CASES)
     fabricated, _ = _fabricated_and_used(scenario, ply)
@@ -113,6 +135,7 @@ def ply_components(scenario: Scenario, index: int, ply: ParsedPly) -> dict[str, 
         "utilisation": argument_quality(scenario, index, ply),
         "format": float(ply.valid),
         "over_abstention": 0.0,
+        "failed_abstention": 0.0,
     }
 
 
