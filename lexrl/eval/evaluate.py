@@ -51,18 +51,25 @@ def episode_values(trajectories: list[Trajectory]) -> dict[str, list[float]]:
     name, in the order the summary table shows them. A key is averaged over the episodes that
     report it: one evaluation may mix systems whose episodes report different numbers (the
     debate env's single-agent baseline has no debaters to follow)."""
-    values = {"reward": [t.reward for t in trajectories]}
-    for source, key in summary_keys(trajectories)[1:]:
-        values[key] = [getattr(t, source)[key] for t in trajectories if key in getattr(t, source)]
+    values = {}
+    for key, source in summary_keys(trajectories).items():
+        if source == "reward":
+            values[key] = [t.reward for t in trajectories]
+        else:
+            values[key] = [
+                getattr(t, source)[key] for t in trajectories if key in getattr(t, source)
+            ]
     return values
 
 
-def summary_keys(trajectories: list[Trajectory]) -> list[tuple[str, str]]:
-    """(source, key) of every number `episode_values` reports, in its order: the reward, then
-    the components, then the metrics, each sorted by name."""
-    keys = [("reward", "reward")]
+def summary_keys(trajectories: list[Trajectory]) -> dict[str, str]:
+    """Every number `episode_values` reports, in its order (the reward, then the components,
+    then the metrics, each sorted by name), with the trajectory field it is read from. A name
+    that is both a component and a metric keeps the component's place and the metric's value."""
+    keys = {"reward": "reward"}
     for source in ("components", "metrics"):
-        keys += [(source, k) for k in sorted({k for t in trajectories for k in getattr(t, source)})]
+        for key in sorted({k for t in trajectories for k in getattr(t, source)}):
+            keys[key] = source
     return keys
 
 
@@ -88,9 +95,7 @@ def summary_intervals(groups: list[Group]) -> dict[str, dict[str, float]]:
     the resampled unit (a task's episodes are not independent draws): {key: {mean, low, high}}.
     Failed episodes are left out, as in the means."""
     trajectories = [t for group in groups for t in group.trajectories]
-    keys = tuple(
-        dict.fromkeys(k for _, k in summary_keys([t for t in trajectories if not t.failed]))
-    )
+    keys = tuple(summary_keys([t for t in trajectories if not t.failed]))
     per_task = task_means(trajectories, keys)
     return {
         key: mean_with_ci([means[key] for means in per_task.values() if key in means])

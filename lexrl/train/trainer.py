@@ -211,7 +211,7 @@ def _episode_sums(groups: list[Group]) -> dict[str, float]:
             sums[f"reward/{key}"] += value
         for key, value in trajectory.metrics.items():
             sums[f"env/{key}"] += value
-            sums[f"reported/env/{key}"] += 1
+            sums[f"env/{key}/reported"] += 1
         for step in trajectory.steps:
             if step.get("action"):
                 sums[f"agent/planner/action/{step['action']}"] += 1
@@ -248,9 +248,7 @@ def metric_means(totals: dict[str, float]) -> dict[str, float]:
     whose every episode failed has no reward, which a 0 would hide."""
     out = {"count/episodes": totals["count/episodes"]}
     for key, value in totals.items():
-        if key in ("count/episodes", "count/groups") or key.endswith("/rewarded"):
-            continue
-        if key.startswith("reported/"):
+        if key in ("count/episodes", "count/groups") or key.endswith(("/rewarded", "/reported")):
             continue
         count = _mean_over(key, totals)
         if count is None:
@@ -265,7 +263,7 @@ def _mean_over(key: str, totals: dict[str, float]) -> float | None:
     if key == "reward/group_std":
         return totals["count/groups"]
     if key.startswith("env/"):
-        return totals.get(f"reported/{key}", 0.0)
+        return totals[f"{key}/reported"]
     if key.startswith(("reward/", "agent/planner/action/")):
         return totals["count/episodes"] - totals["judge/failed"]
     if key.endswith("/turns"):
@@ -303,7 +301,7 @@ def metric_keys_of(env: Env | None) -> list[str]:
         return keys
     keys += [f"reward/{c}" for c in getattr(env, "reward_components", ())]
     for metric in getattr(env, "episode_metrics", ()):
-        keys += [f"env/{metric}", f"reported/env/{metric}"]
+        keys += [f"env/{metric}", f"env/{metric}/reported"]
     keys += [f"agent/planner/action/{a}" for a in getattr(env, "actions", ())]
     for role in env.roles:
         keys += [f"agent/{role}/{name}" for name in ("turns", "tokens", "reward", "rewarded")]

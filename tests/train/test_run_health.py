@@ -61,6 +61,7 @@ def test_a_mean_over_no_scored_episode_is_left_out_not_zero():
         "reward/total": 0.0,
         "reward/group_std": 0.0,
         "env/score": 0.0,
+        "env/score/reported": 0.0,
         "agent/examinee/turns": 4.0,
         "agent/examinee/tokens": 32.0,
         "agent/examinee/reward": 0.0,
@@ -101,7 +102,7 @@ def test_an_env_metric_is_averaged_over_the_episodes_that_report_it():
     # Averaged over all four episodes these would read 0.25 and 0.5.
     assert means["env/right_decision_arguable"] == 0.5
     assert means["env/right_decision_mismatched"] == 1.0
-    assert not any(key.startswith("reported/") for key in means)
+    assert not any(key.endswith("/reported") for key in means)
 
 
 def test_only_consecutive_steps_with_every_episode_failed_halt_the_run():
