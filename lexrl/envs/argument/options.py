@@ -128,4 +128,6 @@ class ArgumentEnvConfig:
     abstention earns, nothing, against 0.3 for abstaining: a gap about a tenth of an arguable
     ply's. Under `grpo.scale_rewards: none` the arguable triples' larger gaps then win, and the
     policy stops abstaining where it must (docs/benchmarks.md). The counterpart of
-    `over_abstention_penalty`; the teacher and every rule that decides rightly never pay it."""
+    `over_abstention_penalty`; the teacher and every rule that decides rightly never pay it.
+    Measured at 1 to 3 on the CPU demo it moves the 2-layer policy along the same trade-off
+    (more abstentions, fewer arguments) and teaches neither kind, so no config sets it."""
