@@ -87,8 +87,9 @@ def test_lexam_always_one_letter_is_right_on_that_letters_questions(letter, toke
     )
 
 
-def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
-    env = ArgumentEnv(
+def penalised_argument_env() -> ArgumentEnv:
+    """The MA argument env on 9 test triples, with both abstention penalties set."""
+    return ArgumentEnv(
         ArgumentEnvConfig(
             workflow="MA",
             test_per_kind=3,
@@ -96,6 +97,10 @@ def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
             failed_abstention_penalty=2.0,
         )
     )
+
+
+def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
+    env = penalised_argument_env()
     tasks = env.tasks("test")
     for task, trajectory in zip(tasks, play(env, tasks, tokenizer, "always_abstain"), strict=True):
         owed = sum(task.gold["abstain"]) / 3
@@ -116,14 +121,7 @@ def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
 
 
 def test_argument_never_abstaining_pays_for_each_abstention_it_owes(tokenizer):
-    env = ArgumentEnv(
-        ArgumentEnvConfig(
-            workflow="MA",
-            test_per_kind=3,
-            over_abstention_penalty=0.5,
-            failed_abstention_penalty=2.0,
-        )
-    )
+    env = penalised_argument_env()
     tasks = env.tasks("test")
     played = play(env, tasks, tokenizer, "never_abstain_uncited")
     owing = 0
