@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -92,11 +92,16 @@ class RunningEpisodes:
     """The episodes a rollout is running and how many of them wait for a model call: the
     deterministic batcher's cue that no request can come before some are answered."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_turn: Callable[[int], None] | None = None) -> None:
         self.running = 0
         self.waiting = 0
         self.all_waiting = asyncio.Event()
         """Set while every running episode has a model call unanswered."""
+        self.turns = 0
+        """Turns the episodes have played so far, ended episodes included."""
+        self.on_turn = on_turn
+        """Called with `turns` after each turn: progress that shows before any episode ends,
+        which in a long multi-agent workflow (a debate) is most of the rollout."""
 
     @contextmanager
     def track(self, key: int) -> Iterator[None]:
@@ -112,6 +117,11 @@ class RunningEpisodes:
             waiting = episode.calls > 0
             episode.episodes = None
             self._count(running=-1, waiting=-1 if waiting else 0)
+
+    def count_turn(self) -> None:
+        self.turns += 1
+        if self.on_turn is not None:
+            self.on_turn(self.turns)
 
     def _count(self, running: int = 0, waiting: int = 0) -> None:
         self.running += running
@@ -150,6 +160,14 @@ class _Episode:
 # A context variable rather than an argument: envs call the backend through `Policy`, and each
 # episode's task (and any task it starts) sees its own value.
 _current_episode: ContextVar[_Episode | None] = ContextVar("lexrl_episode", default=None)
+
+
+def count_turn() -> None:
+    """Count a turn the running episode has played towards its rollout's progress (nothing
+    outside the engine)."""
+    episode = _current_episode.get()
+    if episode is not None and episode.episodes is not None:
+        episode.episodes.count_turn()
 
 
 def current_call() -> str:

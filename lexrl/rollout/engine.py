@@ -1,4 +1,5 @@
-"""Run K episodes for each of G tasks concurrently and return Groups, with a progress bar.
+"""Run K episodes for each of G tasks concurrently and return Groups, with a progress bar of
+the episodes ended and, beside it, the turns played.
 
 Each episode runs inside `RunningEpisodes.track`, so a deterministic backend knows when every
 running episode waits for it and cuts its batch then. An episode whose policy call failed for
@@ -31,10 +32,10 @@ async def run_groups_async(
     description: str = "rollout",
 ) -> list[Group]:
     limit = asyncio.Semaphore(max_concurrent)
-    running = RunningEpisodes()
     bar = tqdm(
         total=len(tasks) * num_generations, desc=description, disable=not progress, leave=False
     )
+    running = RunningEpisodes(on_turn=lambda turns: show_turns(bar, turns))
 
     async def episode(task: Task, index: int) -> Trajectory:
         async with limit:
@@ -65,6 +66,13 @@ async def run_groups_async(
         )
         for i, task in enumerate(tasks)
     ]
+
+
+def show_turns(bar: tqdm, turns: int) -> None:
+    """Show the turns played beside the episodes ended. `update(0)` redraws no more often than
+    the bar's own updates do, so a log file gets no line per turn."""
+    bar.set_postfix_str(f"turns={turns}", refresh=False)
+    bar.update(0)
 
 
 def close_bar(bar: tqdm) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from transformers import PreTrainedTokenizerBase
 
-from lexrl.rollout.backend import Backend, Completion, Sampling
+from lexrl.rollout.backend import Backend, Completion, Sampling, count_turn
 from lexrl.types import Trajectory, Turn
 
 Messages = str | list[dict[str, str]]
@@ -97,6 +97,7 @@ class Policy:
                 temperature=sampling.temperature if sampling.temperature > 0 else 1.0,
             )
         )
+        count_turn()
         return text
 
     def record(self, role: str, system: str, messages: Messages, text: str) -> None:
@@ -114,6 +115,7 @@ class Policy:
                 trainable=False,
             )
         )
+        count_turn()
 
     def _encode(self, text: str) -> list[int]:
         if self.tokenizer is None:
