@@ -85,7 +85,7 @@ class Policy:
         text = completion.text
         if text is None:
             text = self.tokenizer.decode(completion.completion_ids, skip_special_tokens=True)
-        self.trajectory.turns.append(
+        self._keep(
             Turn(
                 role=role,
                 prompt_ids=prompt_ids,
@@ -97,14 +97,13 @@ class Policy:
                 temperature=sampling.temperature if sampling.temperature > 0 else 1.0,
             )
         )
-        count_turn()
         return text
 
     def record(self, role: str, system: str, messages: Messages, text: str) -> None:
         """Keep a reply the policy did not write (an external judge's) as a non-trainable Turn,
         so samples and W&B tables show its prompt and reply beside the policy's turns."""
         completion_ids = self._encode(text)
-        self.trajectory.turns.append(
+        self._keep(
             Turn(
                 role=role,
                 prompt_ids=render_prompt(self.tokenizer, system, messages),
@@ -115,6 +114,10 @@ class Policy:
                 trainable=False,
             )
         )
+
+    def _keep(self, turn: Turn) -> None:
+        """Add `turn` to the trajectory and count it towards the rollout's progress bar."""
+        self.trajectory.turns.append(turn)
         count_turn()
 
     def _encode(self, text: str) -> list[int]:
