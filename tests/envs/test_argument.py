@@ -8,6 +8,7 @@ import random
 import pytest
 from transformers import AutoTokenizer
 
+from lexrl.envs.argument.degenerate import argument_policies
 from lexrl.envs.argument.env import FORCED_TERMINATION, ArgumentEnv
 from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.argument.scenarios import TABLE_1
@@ -70,6 +71,28 @@ def test_the_teacher_scores_100_on_every_column_through_each_workflow(workflow, 
     arguable = [g.trajectories[0] for g in groups if g.task.gold["kind"] == "arguable"]
     assert [t.metrics["argument_quality"] for t in arguable] == [1.0] * 6
     assert all(t.metrics["right_decision"] == 1.0 for g in groups for t in g.trajectories)
+
+
+def test_argue_rates_per_kind_show_the_separation_a_blind_policy_lacks(tokenizer):
+    """The teacher argues on arguable triples only (separation 1); a policy that argues on every
+    triple decides rightly on arguable ones too, but argues as often where it must not
+    (separation 0)."""
+    env = small_env(workflow="MA")
+    policies = {
+        "teacher": env.teacher,
+        "blind": argument_policies()["always_argue_naming_every_factor"],
+    }
+    rates = {}
+    for name, policy in policies.items():
+        for task in env.tasks("test"):
+            trajectory, _ = play(env, task, tokenizer, policy(task, random.Random(0)))
+            kind = task.gold["kind"]
+            assert {k for k in trajectory.metrics if k.startswith("argues_")} == {f"argues_{kind}"}
+            rates.setdefault(name, {}).setdefault(kind, set()).add(
+                trajectory.metrics[f"argues_{kind}"]
+            )
+    assert rates["teacher"] == {"arguable": {1.0}, "mismatched": {0.0}, "non_arguable": {0.0}}
+    assert rates["blind"] == {"arguable": {1.0}, "mismatched": {1.0}, "non_arguable": {1.0}}
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS)

@@ -101,9 +101,16 @@ DECISION_METRICS = ("right_decision", *(f"right_decision_{kind}" for kind in KIN
 """Share of plies deciding rightly (`reward.right_decision`), overall and on each kind's triples
 (a kind's key only on that kind's episodes): always abstaining scores 1 on mismatched and
 non-arguable triples and 0 on arguable ones, so the kinds separate what the mean hides."""
+ARGUE_METRICS = tuple(f"argues_{kind}" for kind in KINDS)
+"""Share of plies that argue (do not abstain) on each kind's triples, right or not. The argue
+rate on arguable triples minus that on non-arguable ones is the policy's separation (Youden's J:
+0 for a policy that decides blind, 1 for one that reads whether a factor is shared); a policy can
+raise both rates together, which moves its threshold and not its separation
+(docs/envs/argument.md)."""
 METRICS = (
     "argument_quality",
     *DECISION_METRICS,
+    *ARGUE_METRICS,
     "hallucination_accuracy",
     "hallucination_accuracy_extracted",
     "utilisation_recall",
@@ -588,10 +595,14 @@ class ArgumentEnv(Env):
 
 
 def decision_metrics(scenario: Scenario, plies: list[ParsedPly]) -> dict[str, float]:
-    """`right_decision`, `right_decision_<kind>` and, where a ply can be argued,
-    `argument_quality` (the mean over those plies) of one triple."""
+    """`right_decision`, `right_decision_<kind>`, `argues_<kind>` and, where a ply can be
+    argued, `argument_quality` (the mean over those plies) of one triple."""
     right = sum(right_decision(scenario, i, ply) for i, ply in enumerate(plies)) / len(plies)
-    metrics = {"right_decision": right, f"right_decision_{scenario.kind}": right}
+    metrics = {
+        "right_decision": right,
+        f"right_decision_{scenario.kind}": right,
+        f"argues_{scenario.kind}": sum(not ply.abstain for ply in plies) / len(plies),
+    }
     arguable = [i for i, owed in enumerate(expected_abstentions(scenario)) if not owed]
     if arguable:
         metrics["argument_quality"] = sum(
