@@ -21,6 +21,7 @@ import torch
 from lexrl.config import Config
 from lexrl.errors import ConfigError
 from lexrl.rollout.backend import Completion, MicroBatchedBackend, Sampling
+from lexrl.rollout.reaper import reap_on_death
 from lexrl.rollout.serve import max_lora_rank
 from lexrl.rollout.vllm_server import adapter_name
 
@@ -44,19 +45,21 @@ class VLLMEngineBackend(MicroBatchedBackend):
                 "`rollout.vllm_gpu_memory_utilization` is unset: `lexrl train` and `lexrl eval` "
                 "fill it from the memory plan; elsewhere set it"
             )
-        self.llm = LLM(
-            model=str(base_path),
-            dtype=config.model.dtype,
-            enable_lora=True,
-            max_lora_rank=max_lora_rank(config.lora.r),
-            max_loras=2,
-            max_model_len=rollout.vllm_max_model_len,
-            gpu_memory_utilization=rollout.vllm_gpu_memory_utilization if self.on_gpu else 0.5,
-            logprobs_mode="processed_logprobs",
-            generation_config="vllm",
-            enable_sleep_mode=self.on_gpu,
-            seed=config.run.seed,
-        )
+        # vLLM's engine processes outlive a trainer killed with -9 (`reaper`).
+        with reap_on_death():
+            self.llm = LLM(
+                model=str(base_path),
+                dtype=config.model.dtype,
+                enable_lora=True,
+                max_lora_rank=max_lora_rank(config.lora.r),
+                max_loras=2,
+                max_model_len=rollout.vllm_max_model_len,
+                gpu_memory_utilization=rollout.vllm_gpu_memory_utilization if self.on_gpu else 0.5,
+                logprobs_mode="processed_logprobs",
+                generation_config="vllm",
+                enable_sleep_mode=self.on_gpu,
+                seed=config.run.seed,
+            )
         self.ignore_eos = rollout.ignore_eos
         self._lora = None
         self._asleep = False
