@@ -8,8 +8,8 @@ KV cache (4.2 GB for SmolLM2 on a CPU here) until someone kills them by hand, an
 `--run.resume true` starts then has that much less memory. `reap_on_death` starts a watcher for
 the processes a block of code created: it polls its own parent (the trainer), and once the
 trainer is gone (the watcher has been reparented) it stops those processes (SIGTERM, then
-SIGKILL after a grace period) and exits. It is its
-own session, so a terminal's Ctrl-C, which the trainer handles, does not stop it.
+SIGKILL after a grace period) and exits. It is its own session, so a terminal's Ctrl-C, which
+the trainer handles, does not stop it.
 
 `python -m lexrl.rollout.reaper PARENT PID:START ...` is the watcher.
 """
@@ -45,7 +45,7 @@ def descendants() -> dict[int, float]:
 @contextmanager
 def reap_on_death() -> Iterator[None]:
     """Watch the processes started inside the block: if this process dies while they live, the
-    watcher kills them. Processes started before the block (a W&B service, say) are left alone."""
+    watcher stops them. Processes started before the block (a W&B service, say) are left alone."""
     before = descendants()
     yield
     started = {pid: start for pid, start in descendants().items() if pid not in before}
