@@ -4,7 +4,7 @@ dies: SIGKILL, the kernel's OOM killer, a crash.
 `vllm.LLM` starts its engine core (`VLLM::EngineCore`, with its worker) in processes that do not
 notice their parent's death (vllm-project/vllm#34643 and #55510, open; the fix proposed in
 #55846): a training run killed with -9 leaves them behind, reparented, holding the model and its
-KV cache (4.2 GB for SmolLM2 on a CPU here) until someone kills them by hand, and the rerun that
+KV cache (3.6 GB for SmolLM2 on a CPU here) until someone kills them by hand, and the rerun that
 `--run.resume true` starts then has that much less memory. `reap_on_death` starts a watcher for
 the processes a block of code created: it polls its own parent (the trainer), and once the
 trainer is gone (the watcher has been reparented) it stops those processes (SIGTERM, then
