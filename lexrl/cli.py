@@ -1,4 +1,5 @@
-"""`lexrl train | plan | eval | audit | compare | rollout | index | serve | serve-env | envs`.
+"""`lexrl train | plan | eval | audit | compare | rollout | index | serve | serve-env | envs |
+new-env | config`.
 
 Every command takes a YAML config and `--section.key value` overrides, parsed and validated
 before torch is imported, so `--help` and config errors answer at once.
@@ -50,7 +51,9 @@ def _config_command(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lexrl", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="lexrl", description=" ".join(__doc__.split("\n\n")[0].split())
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     _config_command(commands, "train", "GRPO training (eval before/after, learning curve)")
     plan = _config_command(
@@ -175,8 +178,8 @@ def _parser() -> argparse.ArgumentParser:
         description="List the registered environments; with --stats, load one env's data and\n"
         "print its loader statistics.",
         epilog="With --stats, `--env.*` overrides set the env's options as for any command, e.g.\n"
-        "  lexrl envs statute --stats --env.statute.corpus_path data/stard/corpus.jsonl\n"
-        "  lexrl envs lexam --stats --config configs/lexam_mcq.yaml --env.lexam.language en",
+        "  lexrl envs statute --stats --env.dataset stard --env.queries_path data/stard/queries.json\n"
+        "  lexrl envs lexam --stats --config configs/lexam_mcq.yaml --env.language en",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     envs.add_argument("name", nargs="?", help="one registered env (default: all of them)")
@@ -341,15 +344,42 @@ def _audit(config: Config, args: argparse.Namespace) -> None:
         print(json.dumps([row.as_json() for row in rows], ensure_ascii=False))
 
 
+def _envs(args: argparse.Namespace, overrides: list[str]) -> None:
+    """`lexrl envs [NAME] [--stats]`: the registered envs with what each is and, for a plugin,
+    the package it came from; with --stats, one env's loader statistics."""
+    from lexrl.registry import describe, discover_envs, env_config_class, failed_plugins
+
+    if args.name is not None:
+        env_config_class(args.name, "env name")
+    if args.stats:
+        if args.config is None and args.name is not None:
+            overrides = ["--env.type", args.name, *overrides]
+        config = _load(args.config, overrides, required=False)
+        if args.name is not None and config.env.name != args.name:
+            raise ConfigError(f"{args.config} trains env {config.env.name!r}, not {args.name!r}")
+        print(json.dumps(config.env.build().stats(), indent=2, ensure_ascii=False))
+        return
+    for name, cls in discover_envs().items():
+        if args.name in (None, name):
+            package = cls.__module__.split(".")[0]
+            origin = "" if package == "lexrl" else f"  [{package}]"
+            print(f"{name:10s} {describe(cls)}{origin}")
+    for name, failure in failed_plugins().items():
+        if args.name is None:
+            print(f"{name:10s} (failed to load: {failure})")
+
+
 def _index(config: Config) -> None:
     import time
 
     from lexrl.envs import make_env
     from lexrl.retrieval.factory import build_dense
 
-    retrieval = config.env.statute.retrieval
+    retrieval = getattr(config.env, "retrieval", None)
+    if retrieval is None:
+        raise ConfigError(f"nothing to index: env {config.env.name!r} has no `env.retrieval`")
     if not retrieval.dense_model:
-        raise ConfigError("nothing to index: set `env.statute.retrieval.dense_model`")
+        raise ConfigError("nothing to index: set `env.retrieval.dense_model`")
     env = make_env(config.env)
     start = time.perf_counter()
     retriever = build_dense(retrieval, env.documents)
@@ -495,19 +525,7 @@ def _report_bug() -> None:
 def _run(argv: list[str] | None) -> None:
     args, overrides = _parser().parse_known_args(argv)
     if args.command == "envs":
-        from lexrl.envs import REGISTRY, make_env
-
-        if args.stats:
-            config = _load(args.config, overrides, required=False)
-            if args.name is not None:
-                config.env.name = args.name
-            print(json.dumps(make_env(config.env).stats(), indent=2, ensure_ascii=False))
-            return
-        if args.name is not None and args.name not in REGISTRY:
-            raise ConfigError(f"unknown env {args.name!r}; registered: {', '.join(REGISTRY)}")
-        for name, (_, description) in REGISTRY.items():
-            if args.name in (None, name):
-                print(f"{name:10s} {description}")
+        _envs(args, overrides)
         return
     if args.command == "compare":
         _compare(args, overrides)

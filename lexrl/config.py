@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import math
 import re
-import types
-import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -25,21 +22,18 @@ import yaml
 from draccus.argparsing import ArgumentParser
 from draccus.help_formatter import SimpleHelpFormatter
 
-from lexrl.envs.argument.options import GENERATORS as ARGUMENT_GENERATORS
-from lexrl.envs.argument.options import MISMATCHED_MODES as ARGUMENT_MISMATCHED_MODES
-from lexrl.envs.argument.options import WORKFLOWS as ARGUMENT_WORKFLOWS
-from lexrl.envs.argument.options import ArgumentEnvConfig
-from lexrl.envs.debate.options import DATASETS as DEBATE_DATASETS
-from lexrl.envs.debate.options import JUDGES as DEBATE_JUDGES
-from lexrl.envs.debate.options import REWARD_MODES as DEBATE_REWARD_MODES
-from lexrl.envs.debate.options import SYSTEMS as DEBATE_SYSTEMS
-from lexrl.envs.debate.options import DebateEnvConfig
-from lexrl.envs.gdpr.options import RETRIEVERS as GDPR_RETRIEVERS
-from lexrl.envs.gdpr.options import REWARDS as GDPR_REWARDS
-from lexrl.envs.gdpr.options import GdprEnvConfig
-from lexrl.envs.lexam.options import LexamEnvConfig
-from lexrl.envs.statute.options import STATUTE_BASELINES, StatuteEnvConfig
 from lexrl.errors import ConfigError
+from lexrl.options import (
+    ABOVE_0,
+    AT_LEAST_0,
+    AT_LEAST_1,
+    SEED,
+    Bound,
+    check_bounds,
+    check_choices,
+    check_section,
+)
+from lexrl.registry import EnvConfig, default_env, discover_envs
 from lexrl.secrets import URL, api_base_url, check_url, remember, server_root_url
 
 
@@ -260,48 +254,6 @@ class GRPOConfig:
 
 
 @dataclass
-class MixMember:
-    """One environment of a task mixture (`env.name: mix`); its options are its own section of
-    `env` (`env.gdpr`, `env.lexam`, ...)."""
-
-    name: str = ""
-    """Registered env name."""
-    weight: float = 1.0
-    """Sampling weight with `env.mix_weighting: given` (normalised over the mixture)."""
-    warmstart_share: int = 1
-    """Warm-start tasks this member's scripted teacher plays for each one a member at 1 plays
-    (`warmstart.num_episodes` is shared in these proportions): an env whose skill needs more
-    supervised data than the others', such as argument's (docs/benchmarks.md), gets more."""
-
-
-@dataclass
-class EnvConfig:
-    name: str = "statute"
-    """Registered env name (`lexrl envs` lists them), or `mix`: several envs trained as one
-    policy, listed in `mix`."""
-    mix: list[MixMember] = field(default_factory=list)
-    """`name: mix`: the envs of the mixture, each at most once, e.g. `[{name: gdpr, weight: 2},
-    {name: argument}]`. A step draws each of its `grpo.tasks_per_step` tasks from one env with
-    probability `mix_weighting` gives; a group is always one task, so never mixes envs."""
-    mix_weighting: str = "given"
-    """`given`: env e is drawn with probability proportional to `weight_e ** (1 / T)`; `size`:
-    proportional to `n_e ** (1 / T)`, n_e its number of training tasks (T: `mix_temperature`)."""
-    mix_temperature: float = 1.0
-    """T above: 1 keeps the proportions, larger flattens them towards uniform (the temperature
-    sampling of multilingual pre-training, Conneau et al. 2020 with T = 1 / alpha)."""
-    statute: StatuteEnvConfig = field(default_factory=StatuteEnvConfig)
-    """Options of the `statute` env (`lexrl/envs/statute/options.py`)."""
-    lexam: LexamEnvConfig = field(default_factory=LexamEnvConfig)
-    """Options of the `lexam` env (`lexrl/envs/lexam/options.py`)."""
-    argument: ArgumentEnvConfig = field(default_factory=ArgumentEnvConfig)
-    """Options of the `argument` env (`lexrl/envs/argument/options.py`)."""
-    debate: DebateEnvConfig = field(default_factory=DebateEnvConfig)
-    """Options of the `debate` env (`lexrl/envs/debate/options.py`)."""
-    gdpr: GdprEnvConfig = field(default_factory=GdprEnvConfig)
-    """Options of the `gdpr` env (`lexrl/envs/gdpr/options.py`)."""
-
-
-@dataclass
 class WarmstartConfig:
     enabled: bool = False
     """Supervised warm-start on the env's scripted trajectories before GRPO (full fine-tune of
@@ -392,18 +344,17 @@ class Config:
     lora: LoraConfig = field(default_factory=LoraConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)
+    env: EnvConfig = field(default_factory=default_env)
+    """The task environment: `type` names a registered env (`lexrl envs` lists them; `mix`
+    trains several as one policy) and the other keys are that env's own options, documented with
+    its options class (`lexrl config show env --env.type NAME`)."""
     warmstart: WarmstartConfig = field(default_factory=WarmstartConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
 
-ENV_NAMES = ("statute", "lexam", "argument", "debate", "gdpr")
-"""The names `lexrl.envs.REGISTRY` registers (a test keeps the two equal): the config layer
-checks `env.name` without importing the envs package."""
-
-_CHOICES = {
+CHOICES = {
     "grpo.loss": ("reinforce", "grpo", "dr_grpo", "dapo"),
     "grpo.scale_rewards": ("group", "batch", "none"),
     "grpo.advantages": ("trajectory", "role"),
@@ -417,250 +368,67 @@ _CHOICES = {
     ),
     "model.dtype": ("float32", "bfloat16", "float16"),
     "rollout.backend": ("hf", "vllm-server", "vllm-engine", "openai"),
-    "env.statute.language": ("en", "zh"),
-    "env.statute.dataset": ("demo", "stard", "csaid", "jsonl"),
-    "env.statute.retrieval.first_stage": ("bm25", "dense"),
-    "env.statute.retrieval.bm25_variant": ("lucene", "stard"),
-    "env.argument.workflow": ARGUMENT_WORKFLOWS,
-    "env.argument.analyst": ("policy", "judge"),
-    "env.argument.extract_factors": ("json", "llm"),
-    "env.argument.mismatched": ARGUMENT_MISMATCHED_MODES,
-    "env.argument.generator": ARGUMENT_GENERATORS,
-    "env.debate.dataset": DEBATE_DATASETS,
-    "env.debate.protocol": DEBATE_SYSTEMS,
-    "env.debate.reward_mode": DEBATE_REWARD_MODES,
-    "env.debate.judge": DEBATE_JUDGES,
-    "env.debate.judge_aggregate": ("mean", "min"),
-    "env.debate.lexam_config": ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices"),
-    "env.debate.lexam_split": (None, "course", "facts"),
-    "env.lexam.split": (None, "course", "facts"),
-    "env.gdpr.live_retriever": GDPR_RETRIEVERS,
-    "env.gdpr.reward": GDPR_REWARDS,
-    "env.mix_weighting": ("given", "size"),
     "logging.wandb_mode": ("auto", "online", "offline", "disabled"),
 }
-
-
-@dataclass(frozen=True)
-class Bound:
-    """The interval a numeric option must lie in, from `low` up to `high` (None: no upper end);
-    `why` is added to the error. None passes where the field's type allows it (`int | None`)."""
-
-    low: float
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    why: str = ""
-
-    def __contains__(self, value: float) -> bool:
-        # Written as what passes, so that NaN (YAML `.nan`) fails every bound; no option means
-        # anything by infinity (YAML `.inf`), and a learning rate or cap of it trains on NaN.
-        above = value > self.low if self.low_open else value >= self.low
-        if self.high is None:
-            return above and value < math.inf
-        return above and (value < self.high if self.high_open else value <= self.high)
-
-    def __str__(self) -> str:
-        if self.high is None:
-            return f"{'>' if self.low_open else '>='} {self.low}"
-        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
-        return f"in {left}{self.low}, {self.high}{right}"
-
-
-_AT_LEAST_0 = Bound(0)
-_AT_LEAST_1 = Bound(1)
-_ABOVE_0 = Bound(0, low_open=True)
-_SEED = Bound(0, 2**32 - 1)  # numpy's seeds, which `set_seed` also sets
-_HELD_OUT = Bound(0, 0.5, low_open=True)  # `envs.data.split_by_group` keeps test <= 0.5
-
-_JUDGE_BOUNDS = {
-    "temperature": _AT_LEAST_0,
-    "max_tokens": _AT_LEAST_1,
-    "timeout_s": _ABOVE_0,
-    "max_retries": _AT_LEAST_0,
-    "max_parse_retries": _AT_LEAST_0,
-    "concurrency": _AT_LEAST_1,
-}
+"""The choices of the core sections' string options, by dotted key; each env's options carry
+their own (`EnvConfig.CHOICES`)."""
 
 BOUNDS: dict[str, Bound] = {
-    "model.tiny_layers": _AT_LEAST_1,
-    "model.tiny_hidden_size": _AT_LEAST_1,
-    "model.tiny_vocab_size": _AT_LEAST_1,
-    "model.tiny_seed": _SEED,
-    "lora.r": _AT_LEAST_1,
-    "lora.alpha": _AT_LEAST_1,
+    "model.tiny_layers": AT_LEAST_1,
+    "model.tiny_hidden_size": AT_LEAST_1,
+    "model.tiny_vocab_size": AT_LEAST_1,
+    "model.tiny_seed": SEED,
+    "lora.r": AT_LEAST_1,
+    "lora.alpha": AT_LEAST_1,
     "lora.dropout": Bound(0, 1, high_open=True),
-    "rollout.chat_concurrency": _AT_LEAST_1,
-    "rollout.chat_timeout_s": _ABOVE_0,
-    "rollout.chat_max_retries": _AT_LEAST_0,
-    "rollout.vllm_max_concurrency": _AT_LEAST_1,
-    "rollout.vllm_timeout_s": _ABOVE_0,
-    "rollout.vllm_restart_wait_s": _AT_LEAST_0,
+    "rollout.chat_concurrency": AT_LEAST_1,
+    "rollout.chat_timeout_s": ABOVE_0,
+    "rollout.chat_max_retries": AT_LEAST_0,
+    "rollout.vllm_max_concurrency": AT_LEAST_1,
+    "rollout.vllm_timeout_s": ABOVE_0,
+    "rollout.vllm_restart_wait_s": AT_LEAST_0,
     "rollout.vllm_gpu_memory_utilization": Bound(0, 1, low_open=True),
-    "rollout.vllm_max_model_len": _AT_LEAST_1,
-    "rollout.max_new_tokens": _AT_LEAST_1,
-    "rollout.max_batch_size": _AT_LEAST_1,
-    "rollout.batch_wait_ms": _AT_LEAST_0,
-    "rollout.max_concurrent_episodes": _AT_LEAST_1,
+    "rollout.vllm_max_model_len": AT_LEAST_1,
+    "rollout.max_new_tokens": AT_LEAST_1,
+    "rollout.max_batch_size": AT_LEAST_1,
+    "rollout.batch_wait_ms": AT_LEAST_0,
+    "rollout.max_concurrent_episodes": AT_LEAST_1,
     "grpo.num_generations": Bound(2, why="GRPO normalises within a group"),
-    "grpo.tasks_per_step": _AT_LEAST_1,
+    "grpo.tasks_per_step": AT_LEAST_1,
     "grpo.std_eps": Bound(0, low_open=True, why="a group of equal rewards has std 0"),
     "grpo.epsilon": Bound(0, 1, low_open=True),
-    "grpo.epsilon_high": _ABOVE_0,
-    "grpo.beta": _AT_LEAST_0,
-    "grpo.learning_rate": _ABOVE_0,
-    "grpo.weight_decay": _AT_LEAST_0,
-    "grpo.warmup_steps": _AT_LEAST_0,
+    "grpo.epsilon_high": ABOVE_0,
+    "grpo.beta": AT_LEAST_0,
+    "grpo.learning_rate": ABOVE_0,
+    "grpo.weight_decay": AT_LEAST_0,
+    "grpo.warmup_steps": AT_LEAST_0,
     "grpo.max_grad_norm": Bound(0, low_open=True, why="0 would clip every gradient to nothing"),
-    "grpo.micro_batch_size": _AT_LEAST_1,
-    "grpo.micro_batch_tokens": _AT_LEAST_1,
-    "grpo.logprob_chunk_tokens": _AT_LEAST_1,
-    "grpo.updates_per_batch": _AT_LEAST_1,
+    "grpo.micro_batch_size": AT_LEAST_1,
+    "grpo.micro_batch_tokens": AT_LEAST_1,
+    "grpo.logprob_chunk_tokens": AT_LEAST_1,
+    "grpo.updates_per_batch": AT_LEAST_1,
     "grpo.importance_sampling_cap": Bound(
         1, why="a cap below 1 would cut the weight of tokens the trainer and sampler agree on"
     ),
-    "env.mix[].weight": _ABOVE_0,
-    "env.mix[].warmstart_share": _AT_LEAST_1,
-    "env.mix_temperature": _ABOVE_0,
-    "env.statute.max_iterations": _AT_LEAST_1,
-    "env.statute.first_stage_k": _AT_LEAST_1,
-    "env.statute.final_k": _AT_LEAST_1,
-    "env.statute.alpha": _AT_LEAST_0,
-    "env.statute.step_penalty": _AT_LEAST_0,
-    "env.statute.early_exit_penalty": _AT_LEAST_0,
-    "env.statute.planner_temperature": _AT_LEAST_0,
-    "env.statute.rewriter_temperature": _AT_LEAST_0,
-    "env.statute.retrieval.batch_size": _AT_LEAST_1,
-    "env.statute.retrieval.cache_size": _AT_LEAST_0,
-    "env.statute.mas_k": _AT_LEAST_1,
-    "env.statute.eval.ks[]": _AT_LEAST_1,
-    "env.statute.eval.final_reranker.top_k": _AT_LEAST_1,
-    "env.statute.eval.final_reranker.max_candidates": _AT_LEAST_1,
-    "env.statute.eval.final_reranker.max_chars": _AT_LEAST_1,
-    "env.statute.eval.final_reranker.max_retries": _AT_LEAST_0,
-    "env.statute.eval.final_reranker.concurrency": _AT_LEAST_1,
-    "env.statute.eval.final_reranker.timeout_s": _ABOVE_0,
-    "env.statute.eval.final_reranker.max_tokens": _AT_LEAST_1,
-    "env.statute.reward_recall_k": _AT_LEAST_1,
-    "env.lexam.eval_fraction": _HELD_OUT,
-    "env.lexam.split_seed": _SEED,
-    "env.lexam.max_new_tokens": _AT_LEAST_1,
-    "env.lexam.teacher_max_words": _AT_LEAST_1,
-    "env.lexam.format_weight": _AT_LEAST_0,
-    "env.lexam.judge_max_parse_retries": _AT_LEAST_0,
-    "env.argument.complexity": _AT_LEAST_1,
-    "env.argument.train_per_kind": _AT_LEAST_1,
-    "env.argument.test_per_kind": _AT_LEAST_1,
-    "env.argument.max_new_tokens": _AT_LEAST_1,
-    "env.argument.temperature": _AT_LEAST_0,
-    "env.argument.abstention_weight": _AT_LEAST_0,
-    "env.argument.over_abstention_penalty": _AT_LEAST_0,
-    "env.argument.failed_abstention_penalty": _AT_LEAST_0,
-    "env.argument.hallucination_weight": _AT_LEAST_0,
-    "env.argument.utilisation_weight": _AT_LEAST_0,
-    "env.argument.format_weight": _AT_LEAST_0,
-    "env.debate.eval_fraction": _HELD_OUT,
-    "env.debate.split_seed": _SEED,
-    "env.debate.debater_temperature": _AT_LEAST_0,
-    "env.debate.judge_temperature": _AT_LEAST_0,
-    "env.debate.debater_max_new_tokens": _AT_LEAST_1,
-    "env.debate.judge_max_new_tokens": _AT_LEAST_1,
-    "env.debate.invalid_penalty": _AT_LEAST_0,
-    "env.debate.format_weight": _AT_LEAST_0,
-    "env.debate.rubric_weight": _AT_LEAST_0,
-    "env.debate.citation_weight": _AT_LEAST_0,
-    "env.debate.bertscore_layers": _AT_LEAST_0,
-    # `split_by_case` lets test grow 5 points past the fraction, and test must stay below 1.
-    "env.gdpr.eval_fraction": Bound(0, 0.95, low_open=True, high_open=True),
-    "env.gdpr.split_seed": _SEED,
-    "env.gdpr.max_new_tokens": _AT_LEAST_1,
-    "env.gdpr.max_subtasks": _AT_LEAST_1,
-    "env.gdpr.live_k": _AT_LEAST_1,
-    "env.gdpr.agent_max_new_tokens": _AT_LEAST_1,
-    "env.gdpr.temperature": _AT_LEAST_0,
-    "env.gdpr.format_weight": _AT_LEAST_0,
-    "warmstart.num_episodes": _AT_LEAST_1,
-    "warmstart.epochs": _AT_LEAST_1,
-    "warmstart.learning_rate": _ABOVE_0,
-    "warmstart.batch_size": _AT_LEAST_1,
-    "eval.max_tasks": _AT_LEAST_1,
-    "eval.samples_per_task": _AT_LEAST_1,
-    "eval.seed": _SEED,
-    "eval.bootstrap_resamples": _AT_LEAST_1,
+    "warmstart.num_episodes": AT_LEAST_1,
+    "warmstart.epochs": AT_LEAST_1,
+    "warmstart.learning_rate": ABOVE_0,
+    "warmstart.batch_size": AT_LEAST_1,
+    "eval.max_tasks": AT_LEAST_1,
+    "eval.samples_per_task": AT_LEAST_1,
+    "eval.seed": SEED,
+    "eval.bootstrap_resamples": AT_LEAST_1,
     "eval.max_failed_share": Bound(0, 1),
-    "logging.log_every": _AT_LEAST_1,
-    "logging.samples_every": _AT_LEAST_0,
-    "run.seed": _SEED,
-    "run.max_steps": _AT_LEAST_1,
-    "run.save_every": _AT_LEAST_1,
-    "run.max_failed_steps": _AT_LEAST_0,
-    **{
-        f"{judges}[].{key}": bound
-        for judges in (
-            "env.lexam.judges",
-            "env.argument.judges",
-            "env.debate.judges",
-            "env.debate.rubric_judges",
-        )
-        for key, bound in _JUDGE_BOUNDS.items()
-    },
+    "logging.log_every": AT_LEAST_1,
+    "logging.samples_every": AT_LEAST_0,
+    "run.seed": SEED,
+    "run.max_steps": AT_LEAST_1,
+    "run.save_every": AT_LEAST_1,
+    "run.max_failed_steps": AT_LEAST_0,
 }
-"""The range of every int and float option, by dotted key (`name[]`: each element of a list);
-`tests/test_config_ranges.py` fails for a numeric field missing here."""
-
-
-def numeric_options(cls: type = Config, prefix: str = "") -> dict[str, bool]:
-    """Every int and float option below `cls` as its `BOUNDS` key -> whether it may be None."""
-    options = {}
-    hints = typing.get_type_hints(cls)
-    for item in fields(cls):
-        options |= _numeric(hints[item.name], f"{prefix}{item.name}")
-    return options
-
-
-def _numeric(hint: object, key: str) -> dict[str, bool]:
-    if typing.get_origin(hint) is list:
-        return _numeric(typing.get_args(hint)[0], f"{key}[]")
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        inner = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-        return {key: True} if inner in ([int], [float]) else {}
-    if is_dataclass(hint):
-        return numeric_options(hint, f"{key}.")
-    return {key: False} if hint in (int, float) else {}
-
-
-def _at(value: object, parts: list[str], path: str) -> Iterator[tuple[str, object]]:
-    """The values a `BOUNDS` key names, each with its path (`env.mix[1].weight`)."""
-    if not parts:
-        yield path, value
-        return
-    name = parts[0].removesuffix("[]")
-    child, child_path = getattr(value, name), f"{path}.{name}".lstrip(".")
-    if parts[0].endswith("[]"):
-        for index, element in enumerate(child):
-            yield from _at(element, parts[1:], f"{child_path}[{index}]")
-    else:
-        yield from _at(child, parts[1:], child_path)
-
-
-def check_bounds(config: Config) -> None:
-    """Refuse a numeric option outside its `BOUNDS`, naming the key, the bound and the value."""
-    may_be_none = numeric_options()
-    for key, bound in BOUNDS.items():
-        for path, value in _at(config, key.split("."), ""):
-            # draccus lets YAML's null through for any field.
-            if (value is None and may_be_none[key]) or (value is not None and value in bound):
-                continue
-            allowed = f"None or {bound}" if may_be_none[key] else str(bound)
-            why = f": {bound.why}" if bound.why else ""
-            raise ConfigError(f"`{path}` must be {allowed}, not {value!r}{why}")
-
-
-def _lookup(config: Config, dotted: str) -> object:
-    value: object = config
-    for part in dotted.split("."):
-        value = getattr(value, part)
-    return value
+"""The range of every int and float option of the core sections, by dotted key; each env's
+options carry their own (`EnvConfig.BOUNDS`). `tests/test_config_ranges.py` fails for a numeric
+field missing from either."""
 
 
 _VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -724,45 +492,15 @@ def normalise_urls(value: object) -> None:
 
 
 def validate(config: Config) -> Config:
-    """Check the choices, ranges and cross-field rules draccus' type check cannot see, that every
-    env is registered, and that the config carries no credentials (`check_no_credentials`); then
-    write its endpoint URLs the one way their clients take them (`normalise_urls`)."""
+    """Check the choices, ranges and cross-field rules draccus' type check cannot see: the core
+    sections' (`CHOICES`, `BOUNDS`, the rules below) and the env's own (`EnvConfig.CHOICES`,
+    `BOUNDS` and `check`), and that the config carries no credentials (`check_no_credentials`);
+    then write its endpoint URLs the one way their clients take them (`normalise_urls`)."""
     check_no_credentials(config)
     normalise_urls(config)
-    for key, choices in _CHOICES.items():
-        value = _lookup(config, key)
-        if value not in choices:
-            raise ConfigError(
-                f"`{key}` is {value!r}; expected one of {', '.join(map(str, choices))}"
-            )
-    check_bounds(config)
-    statute_eval = config.env.statute.eval
-    for name in statute_eval.baselines:
-        if name not in STATUTE_BASELINES:
-            raise ConfigError(
-                f"`env.statute.eval.baselines` has {name!r}; expected some of "
-                f"{', '.join(STATUTE_BASELINES)}"
-            )
-    for name in config.env.debate.eval_systems:
-        if name not in DEBATE_SYSTEMS:
-            raise ConfigError(
-                f"`env.debate.eval_systems` has {name!r}; expected some of "
-                f"{', '.join(DEBATE_SYSTEMS)}"
-            )
-    env_names = validate_mix(config.env)
-    if "statute" in env_names and config.env.statute.dataset == "jsonl":
-        check_queries_path(config.env.statute.queries_path)
-    if (
-        "debate" in env_names
-        and config.env.debate.reward_mode == "adversarial"
-        and config.grpo.advantages != "role"
-    ):
-        raise ConfigError(
-            "`env.debate.reward_mode: adversarial` needs `grpo.advantages: role`: with "
-            "trajectory advantages every debater would train on the shared reward"
-        )
-    if statute_eval.final_reranker.model and not statute_eval.final_reranker.base_url:
-        raise ConfigError("`env.statute.eval.final_reranker.model` is set but `base_url` is empty")
+    check_choices(config, CHOICES)
+    check_bounds(config, BOUNDS)
+    check_section(config.env, "env", config)
     if config.rollout.overlap and config.rollout.backend != "vllm-server":
         raise ConfigError(
             "`rollout.overlap` needs `rollout.backend: vllm-server` (the other backends sample "
@@ -770,9 +508,6 @@ def validate(config: Config) -> Config:
         )
     if config.rollout.backend == "openai" and not config.rollout.base_url:
         raise ConfigError("`rollout.backend: openai` needs `rollout.base_url` (the chat endpoint)")
-    retrieval = config.env.statute.retrieval
-    if retrieval.first_stage == "dense" and not retrieval.dense_model:
-        raise ConfigError("`env.statute.retrieval.first_stage` is dense but `dense_model` is empty")
     grpo = config.grpo
     if grpo.loss == "dapo" and grpo.epsilon_high < grpo.epsilon:
         raise ConfigError(
@@ -782,67 +517,51 @@ def validate(config: Config) -> Config:
     return config
 
 
-def check_queries_path(path: str) -> None:
-    """Refuse a `jsonl` statute query path that `str.format(split=...)` cannot fill: a `{`
-    other than `{split}` (the loader would fail on it with a KeyError, far from the config)."""
-    try:
-        path.format(split="train")
-    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as error:
-        raise ConfigError(
-            f"`env.statute.queries_path` {path!r}: `{{split}}` is the only field it may hold "
-            f"({type(error).__name__}: {error}); write a literal brace as `{{{{` or `}}}}`"
-        ) from None
-
-
-def validate_mix(env: EnvConfig) -> list[str]:
-    """The names of the envs a config trains (one, or the members of a mixture), after checking
-    that each is registered (`ENV_NAMES`) and the mixture's keys."""
-    registered = ", ".join(ENV_NAMES)
-    if env.name != "mix":
-        if env.name not in ENV_NAMES:
-            raise ConfigError(f"`env.name` is {env.name!r}; registered: {registered}, or `mix`")
-        if env.mix:
-            raise ConfigError(f"`env.mix` is set but `env.name` is {env.name!r}; set it to `mix`")
-        return [env.name]
-    if not env.mix:
-        raise ConfigError("`env.name: mix` needs `env.mix`, a list of `{name, weight}` entries")
-    names = []
-    for index, member in enumerate(env.mix):
-        if member.name not in ENV_NAMES:
-            raise ConfigError(
-                f"`env.mix[{index}].name` is {member.name!r}; registered: {registered}"
-            )
-        if member.name in names:
-            raise ConfigError(f"`env.mix[{index}]`: {member.name!r} is listed twice")
-        names.append(member.name)
-    return names
-
-
 def option_names(cls: type = Config, prefix: str = "") -> list[str]:
-    """Every dotted key a command line may set (`grpo.num_generations`, ...)."""
+    """Every dotted key a command line may set (`grpo.num_generations`, ...); below `env`, its
+    `type` and the options of every registered env."""
     names = []
     for item in fields(cls):
         name = f"{prefix}{item.name}"
         default = item.default_factory() if callable(item.default_factory) else item.default
-        if is_dataclass(default):
+        if isinstance(default, EnvConfig):
+            names.append(f"{name}.type")
+            for choice in discover_envs().values():
+                names += option_names(choice, f"{name}.")
+        elif is_dataclass(default):
             names += option_names(type(default), f"{name}.")
         else:
             names.append(name)
-    return names
+    return list(dict.fromkeys(names))
 
 
 MOVED_KEYS = {
-    "eval.ks": "env.statute.eval.ks",
-    "eval.baselines": "env.statute.eval.baselines",
-    "eval.final_reranker": "env.statute.eval.final_reranker",
+    "eval.ks": "env.eval.ks",
+    "eval.baselines": "env.eval.baselines",
+    "eval.final_reranker": "env.eval.final_reranker",
+    "env.name": "env.type",
+    "env.mix": "env.members",
 }
-"""Keys that moved into an env's options (the env owns its evaluation), old -> new."""
+"""Keys that moved, old -> new: the statute env's evaluation options moved into its own options,
+then every env's options from `env.<name>.*` to `env.*` beside `env.type: <name>` (an env owns
+its options; `moved_env_key` words those), and a mixture's members from `env.mix` to
+`env.members`, each `{weight, warmstart_share, env: {type: <name>, ...its options}}`."""
 
 
 def _moved(name: str) -> str | None:
     for old, new in MOVED_KEYS.items():
         if name == old or name.startswith(old + "."):
             return new + name[len(old) :]
+    return moved_env_key(name)
+
+
+def moved_env_key(name: str) -> str | None:
+    """Where an option under a section named after a registered env (`env.lexam.source`) went:
+    `env.source`, once `env.type` is `lexam`."""
+    parts = name.split(".")
+    if len(parts) >= 2 and parts[0] == "env" and parts[1] in discover_envs():
+        rest = ".".join(parts[2:])
+        return f"{'env.' + rest if rest else 'env.*'} (with `env.type: {parts[1]}`)"
     return None
 
 
@@ -888,6 +607,15 @@ def check_moved_keys(data: dict, path: str | Path | None) -> None:
         section, key = old.split(".", 1)
         if isinstance(data.get(section), dict) and key in data[section]:
             raise ConfigError(f"{path}: `{old}` moved to `{_moved(old)}`")
+    env = data.get("env")
+    if isinstance(env, dict):
+        for key, value in env.items():
+            moved = moved_env_key(f"env.{key}") if isinstance(value, dict) else None
+            if moved:
+                raise ConfigError(
+                    f"{path}: `env.{key}.*` moved to {moved}: an env's options sit under `env` "
+                    "beside its `type`"
+                )
 
 
 def _override_names(overrides: list[str]) -> list[str]:

@@ -17,6 +17,7 @@ import typing
 from dataclasses import MISSING, Field, fields, is_dataclass
 
 from lexrl.config import Config, ConfigError
+from lexrl.registry import EnvConfig, describe, discover_envs
 
 WIDTH = 100
 """Longest line of the summary; longer docstring sentences are cut with `...`."""
@@ -28,7 +29,7 @@ SECTIONS: dict[str, str] = {
     "lora": "the LoRA adapter GRPO trains",
     "rollout": "how completions are generated: backend, endpoints, token caps",
     "grpo": "the GRPO update: group size, loss, optimizer",
-    "env": "the task environment; each env's own options are `env.NAME.*`",
+    "env": "the task environment: `env.type` names a registered env, `env.*` its options",
     "warmstart": "supervised warm-start on scripted episodes before GRPO",
     "eval": "what `lexrl eval` and the before/after evaluations play",
     "logging": "W&B and the metric log",
@@ -41,7 +42,7 @@ MOST_USED: dict[str, tuple[str, ...]] = {
     "lora": ("r", "alpha"),
     "rollout": ("backend", "base_url", "api_key_env", "vllm_urls", "max_new_tokens"),
     "grpo": ("num_generations", "tasks_per_step", "loss", "learning_rate", "beta"),
-    "env": ("name", "mix"),
+    "env": ("type",),
     "warmstart": ("enabled",),
     "eval": ("split", "max_tasks", "samples_per_task", "greedy"),
     "logging": ("wandb_mode",),
@@ -115,12 +116,19 @@ def config_summary(width: int = WIDTH) -> str:
     lines = ["config keys (YAML sections, or `--section.key value` after CONFIG):"]
     sections = {item.name: item for item in fields(Config)}
     for name, purpose in SECTIONS.items():
-        cls = type(_default(sections[name]))
+        default = _default(sections[name])
+        cls = type(default)
         lines.append(f"  {name}: {purpose}")
         items = {item.name: item for item in fields(cls)}
         docs = field_docstrings(cls)
+        if isinstance(default, EnvConfig):
+            docs = {
+                "type": "A registered env (`lexrl envs` lists them); `lexrl config show "
+                "env.NAME` shows its options."
+            }
         for key in MOST_USED[name]:
-            flag = f"    --{name}.{key} {show_value(_default(items[key]))}"
+            value = default.name if key == "type" else _default(items[key])
+            flag = f"    --{name}.{key} {show_value(value)}"
             flag = flag if len(flag) <= FLAG_COLUMN else flag[: FLAG_COLUMN - 3] + "..."
             room = width - FLAG_COLUMN - 2
             lines.append(
@@ -141,15 +149,19 @@ def _section_class(path: str) -> type:
 def _resolve(path: str) -> tuple[type, str]:
     """The dataclass a section path names, and how its keys are written: `--grpo` for a
     section, `env.lexam.judges[]` for the entries of a list, which the command line sets whole
-    (`--env.lexam.judges '[{base_url: ..., model: ...}]'`) or a YAML file sets entry by entry."""
+    (`--env.judges '[{base_url: ..., model: ...}]'`) or a YAML file sets entry by entry. Below
+    `env`, an env's name picks its options class (`env.lexam`: `--env.source`, ...)."""
     cls: type = Config
     written = "--"
     for part in path.split("."):
+        if cls is EnvConfig and part in discover_envs():
+            cls = discover_envs()[part]
+            continue
         items = {item.name: item for item in fields(cls)} if is_dataclass(cls) else {}
         if part not in items:
             raise ConfigError(f"no config section {path!r}; {_sections_hint(path)}")
         hint = typing.get_type_hints(cls)[part]
-        # A list of entries (`env.mix`, `judges`) is shown as one entry's keys.
+        # A list of entries (`env.members`, `judges`) is shown as one entry's keys.
         inner = typing.get_args(hint)[0] if typing.get_origin(hint) is list else hint
         if not is_dataclass(inner):
             raise ConfigError(
@@ -162,13 +174,19 @@ def _resolve(path: str) -> tuple[type, str]:
 
 
 def section_paths(cls: type = Config, prefix: str = "") -> list[str]:
-    """Every section path below `cls`, entry types of lists included (`env.lexam.judges`)."""
+    """Every section path below `cls`, entry types of lists included (`env.lexam.judges`), and
+    below an env field each registered env's (`env.lexam`)."""
     paths = []
     hints = typing.get_type_hints(cls)
     for item in fields(cls):
         hint = hints[item.name]
         inner = typing.get_args(hint)[0] if typing.get_origin(hint) is list else hint
-        if is_dataclass(inner):
+        if inner is EnvConfig:
+            path = f"{prefix}{item.name}"
+            paths.append(path)
+            for name, choice in discover_envs().items():
+                paths += [f"{path}.{name}", *section_paths(choice, f"{path}.{name}.")]
+        elif is_dataclass(inner):
             path = f"{prefix}{item.name}"
             paths += [path, *section_paths(inner, f"{path}.")]
     return paths
@@ -198,8 +216,11 @@ def list_sections() -> str:
 def show_section(path: str) -> str:
     """Every key of one section: `--path.key` with its type and default, then its docstring."""
     cls, written = _resolve(path)
+    if cls is EnvConfig:
+        return _show_envs(path, written)
     purpose = SECTIONS.get(path) or first_sentence(
-        field_docstrings(_parent_class(path)).get(path.rpartition(".")[2], ""), WIDTH
+        field_docstrings(_parent_class(path)).get(path.rpartition(".")[2], "") or describe(cls),
+        WIDTH,
     )
     lines = [f"{path}: {purpose}".rstrip(": ")]
     hints, docs = typing.get_type_hints(cls), field_docstrings(cls)
@@ -216,6 +237,19 @@ def show_section(path: str) -> str:
                 lines.append(f"    each entry: `lexrl config show {path}.{item.name}`")
         doc = docs.get(item.name, "")
         lines += [f"    {line}".rstrip() for line in doc.splitlines()]
+    return "\n".join(lines)
+
+
+def _show_envs(path: str, written: str) -> str:
+    """An env section: its `type` and the registered envs whose options it may hold."""
+    lines = [
+        f"{path}: {SECTIONS.get(path, 'an env: `type` names it, the other keys are its options')}",
+        "",
+        f"{written}type  str",
+        "    The registered env (`lexrl envs`); the section's other keys are its options:",
+    ]
+    for name, cls in discover_envs().items():
+        lines.append(f"      {name:10s} {describe(cls)}  (`lexrl config show {path}.{name}`)")
     return "\n".join(lines)
 
 

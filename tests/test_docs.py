@@ -60,3 +60,56 @@ def test_the_readme_keeps_the_command_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     command = ci[ci.index("# --- the README's test command, verbatim ---") + 1]
     assert command in README.read_text(encoding="utf-8")
+
+
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+# Pages that point at docs/benchmarks.md for measured numbers instead of holding copies that drift.
+NO_COPIES = [README, ROOT / "docs" / "quickstart.md"]
+# A table row: Markdown's `|`, or the box-drawing bars a copied console table (rich) is drawn with.
+BAR = re.compile(r"(?<!\\)[|│┃]")
+# A measured number: a decimal (0.719, +0.14, -0.070, 6.5), not a version (0.1.2) or a dotted name.
+DECIMAL = re.compile(r"(?<![\w.])[-+]?\d[\d,]*\.\d+(?![\w.])")
+
+
+def table_rows(text: str) -> list[str]:
+    """The rows of every table in `text` with three or more cells and a digit, each as its cells
+    joined by ` | ` with whitespace folded (separator rows have no digit)."""
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or not BAR.match(line):
+            continue
+        cells = [" ".join(cell.split()) for cell in BAR.split(line.strip("|│┃ "))]
+        if len(cells) >= 3 and any(char.isdigit() for char in line):
+            rows.append(" | ".join(cells))
+    return rows
+
+
+def test_measured_numbers_live_in_benchmarks_md_alone() -> None:
+    """README.md and the quick start link to docs/benchmarks.md for results: copies of its tables
+    there drifted from it. A table of commands, options or exit codes stays allowed; a row of
+    benchmarks.md, or any table row holding a decimal, does not."""
+    measured = set(table_rows(BENCHMARKS.read_text(encoding="utf-8")))
+    assert len(measured) > 50, "benchmarks.md has lost its tables, or the parser its way"
+    for page in NO_COPIES:
+        rows = table_rows(page.read_text(encoding="utf-8"))
+        copied = [row for row in rows if row in measured]
+        assert not copied, f"{page.name} copies rows of docs/benchmarks.md: {copied[:3]}"
+        numbers = [row for row in rows if DECIMAL.search(row)]
+        assert not numbers, (
+            f"{page.name} has table rows with measured numbers (link to docs/benchmarks.md "
+            f"instead): {numbers[:3]}"
+        )
+
+
+def test_the_readmes_links_into_the_docs_name_headings_that_exist() -> None:
+    """mkdocs checks the site's own anchors; the README is not part of the site."""
+    from markdown.extensions.toc import slugify
+
+    links = re.findall(r"\]\((docs/[^)#\s]+\.md)#([^)\s]+)\)", README.read_text(encoding="utf-8"))
+    assert links, "the README links to no section of a docs page"
+    for page, anchor in links:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        headings = re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, flags=re.MULTILINE)
+        anchors = {slugify(heading.replace("`", ""), "-") for heading in headings}
+        assert anchor in anchors, f"README links to {page}#{anchor}, a heading it lacks"

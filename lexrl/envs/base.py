@@ -67,25 +67,81 @@ class EnvPart:
 
 
 class Env(ABC):
+    """An environment: a set of tasks and the multi-agent workflow that plays one of them, every
+    agent through one policy, and scores it.
+
+    Training, evaluation and the audit know nothing env-specific: they take tasks from `tasks`,
+    play each through `run_episode` with a `Policy` handle, and log what the trajectories report
+    under the names the env declares below. A new env derives this class and is built by its
+    options class, registered under the env's name (`lexrl.registry.register_env`, what
+    `env.type` selects); the Contributing page has the recipe.
+
+    Required:
+
+    - `name` and `roles`, set on the class or in `__init__`.
+    - `tasks(split)`: the tasks of each split.
+    - `run_episode(task, policy)`: one episode, written against `Policy.chat` and
+      `Policy.finish`.
+
+    Optional, with defaults that fit any single env:
+
+    - `reward_components`, `episode_metrics`, `actions`, `headline_metric`: the names training
+      logs and evaluations headline. Training logs only declared names (every process must sum
+      the same keys), so a component or metric left out here is computed but never logged.
+    - `teacher(task, rng)`: a scripted policy that answers right. Needed for the supervised
+      warm-start (`warmstart.enabled`, the built-in `tiny` model) and as `lexrl audit`'s
+      reference; without one those refuse or report no teacher.
+    - `degenerate_policies()`: the content-free strategies the audit, and `lexrl eval`'s
+      degenerate baselines, score against the teacher (default: `empty` and `echo`).
+    - `text_corpus()`: what the `tiny` model's tokenizer is trained on; needed for
+      `model.name_or_path: tiny`.
+    - `warmstart_tasks()`: the tasks the warm-start plays (default: the training split).
+    - `report(...)` and `evaluation_label()`: the env's own part of `lexrl eval`'s report.
+    - `train_task`, `member_envs`, `member_of`, `parts`: a mixture's (`lexrl.envs.mixture`);
+      a single env keeps the defaults.
+    """
+
     name: str
+    """The name the env is registered under (what `env.type` selects): it names the env in
+    logs, reports, audit rows and errors, and keys it among a mixture's members."""
     headline_metric: str = "reward"
-    """The episode metric that sums the env up in a mixture's report (`lexrl eval`)."""
+    """The episode metric that sums the env up: one of `episode_metrics`, or `reward`. It heads
+    a mixture's report (`lexrl eval`), ranks systems in `lexrl compare`, and is the audit's
+    headline column and the evaluation figure's bars."""
     roles: tuple[str, ...]
-    """Agent roles the policy plays (logged as agent/<role>/...)."""
+    """Agent roles the policy plays: the `role` of its `chat` calls. Each is logged as
+    `agent/<role>/turns`, `/tokens` and `/reward`; a role left out is played but not logged."""
     reward_components: tuple[str, ...] = ()
-    """Names of the reward components every trajectory reports (logged as reward/<name>)."""
+    """Names of the reward components every trajectory reports (`Policy.finish`'s
+    `components`), logged as `reward/<name>`."""
     episode_metrics: tuple[str, ...] = ()
-    """Names of the non-reward numbers every trajectory reports (logged as env/<name>)."""
+    """Names of the non-reward numbers trajectories report (`Policy.finish`'s `metrics`),
+    logged as `env/<name>`, each averaged over the episodes that report it."""
     actions: tuple[str, ...] = ()
-    """The planner's discrete decisions, logged as agent/planner/action/<name> frequencies."""
+    """The planner's discrete decisions (the `action` of a `Trajectory.steps` entry), logged as
+    `agent/planner/action/<name>`: its mean count per scored episode."""
 
     @abstractmethod
     def tasks(self, split: str) -> list[Task]:
-        """The tasks of a split (`train`, `test`, ...)."""
+        """The tasks of `split`: `train` (what GRPO, the warm-start and `text_corpus` draw on),
+        `test` (held out: `lexrl audit`'s, and `lexrl eval`'s by default), or any other split
+        the env has (`eval.split`). The same list in the same order at every call: a training
+        position indexes into it (`task_at`), so a resumed run plays the same tasks. Raises
+        for a split the env does not have, naming those it has."""
 
     @abstractmethod
     async def run_episode(self, task: Task, policy: Policy) -> Trajectory:
-        """Play every agent through `policy` and return the finished Trajectory."""
+        """Play one episode of `task`: every agent through `policy` (`Policy.chat`, one call per
+        LLM call, `role` naming the agent), then score it and return `Policy.finish`'s
+        Trajectory, with `role_rewards` or `failed` set on it where they apply.
+
+        The same code plays training rollouts, evaluations and, with a `ScriptedPolicy`, the
+        teacher and the degenerate policies, so it must depend on nothing but `task` and the
+        replies. Replies are arbitrary text (cut at the token cap, empty, malformed): parse
+        them without raising. A reward that cannot be computed (a judge failed) sets
+        `Trajectory.failed` rather than a made-up 0. Let `EpisodeCallFailed` from `chat`
+        propagate: the engine records that episode as failed and the others go on; anything
+        else raised ends the rollout."""
 
     def train_task(
         self, position: int, positions: dict[str, int], seed: int
@@ -108,18 +164,44 @@ class Env(ABC):
         return [EnvPart(self.name, self, tasks, groups)]
 
     def teacher(self, task: Task, rng: random.Random) -> Teacher:
-        """A scripted stand-in for the policy (warm-start data); envs without one raise."""
+        """A scripted stand-in for the policy on `task`: the `Teacher` that answers every
+        `chat` of one episode, in every role, as a policy doing the task right would (it may
+        read `task.gold`). `rng` is for any random choice, seeded by the caller so runs repeat.
+
+        Played through `run_episode` with a `ScriptedPolicy`, it is used for:
+
+        - the supervised warm-start (`warmstart.enabled`, built-in `tiny` model): its episodes
+          on `warmstart_tasks` are the SFT examples, so the policy learns the agents' formats
+          before GRPO;
+        - `lexrl audit` (and `lexrl eval`'s degenerate baselines): the reference row, whose
+          reward each degenerate policy's is reported as a share of;
+        - `lexrl plan`: the measured token counts of a scripted episode.
+
+        Its replies should fit the env's token caps: the audit cuts them there as a sampled
+        reply would be. The default, and an env for a task it cannot script (the gdpr env's
+        live form), raises `NotImplementedError`. An env whose teacher cannot play its training
+        tasks says so with an empty `warmstart_tasks`; the audit scores every row on the tasks
+        the teacher can play, or, when it can play none, the degenerate policies alone."""
         raise NotImplementedError(f"env {self.name!r} has no scripted teacher for warm-start")
 
     def degenerate_policies(self) -> dict[str, PolicyFactory]:
-        """The cheap strategies a policy could fall into, by name: scripted teachers whose replies
-        ignore the task's content (`lexrl audit` scores them against `teacher`). The default
-        fits any env; an env adds its own (`lexrl/envs/<env>/degenerate.py`)."""
+        """The cheap strategies a policy could fall into, by name: `PolicyFactory`s making
+        scripted teachers whose replies ignore the task's content (the first option, the
+        longest answer, an empty reply). `lexrl audit` (on the test split) and `lexrl eval`'s
+        degenerate baselines (on the evaluated tasks) play each through `run_episode` and report
+        its mean reward as a share of `teacher`'s, marking one above
+        `lexrl.eval.audit.SHARE_BOUND`: a reward a content-free policy earns most of is one
+        GRPO would find. The default
+        (`generic_policies`: `empty`, `echo`) fits any env; an env adds its own
+        (`lexrl/envs/<env>/degenerate.py`). A name starting with `random` is played over
+        several seeds and averaged."""
         return generic_policies()
 
     def warmstart_tasks(self) -> list[Task]:
-        """The tasks the scripted teacher plays for the supervised warm-start (`warmstart.*`):
-        the training split, unless the env leaves some behaviour for GRPO to learn."""
+        """The tasks the scripted teacher plays for the supervised warm-start (`warmstart.*`,
+        cycled through for `warmstart.num_episodes` episodes): the training split, unless the
+        env leaves some behaviour for GRPO to learn or `teacher` cannot play them (empty: the
+        warm-start refuses with a `ConfigError` asking for `warmstart.enabled: false`)."""
         return self.tasks("train")
 
     def report(
@@ -137,7 +219,16 @@ class Env(ABC):
         return ""
 
     def text_corpus(self) -> list[str]:
-        """Text the built-in tiny model's tokenizer is trained on (prompts, documents, training
-        questions). Never a test task: the test split must neither shape the model nor, when it
-        changes size, rebuild it (a new tokenizer reorders token ids, so a new initial model)."""
+        """Text the built-in `tiny` model's tokenizer is trained on (byte-level BPE,
+        `lexrl.models.train_tokenizer`): the env's prompts, its documents, its training
+        questions and answers. Used only with `model.name_or_path: tiny` (by training,
+        `lexrl audit` and `lexrl plan`); any other model brings its own tokenizer.
+
+        What it leaves out the tokenizer cannot spell in whole words. The default, empty, trains
+        a tokenizer of single bytes (a prompt costs a token per byte), and the tokenizer that
+        `lexrl audit` and `lexrl plan` load refuses it (`ValueError`), so an env meant to run on
+        `tiny` returns its prompt files at least. The text is part of the tiny model's cache
+        key: any change builds a new tokenizer and so a new initial model. Hence never a test
+        task: the test split must neither shape the model nor, when it changes size, rebuild
+        it."""
         return []

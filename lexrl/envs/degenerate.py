@@ -16,7 +16,13 @@ from lexrl.rollout.policy import Messages, Teacher
 from lexrl.types import Task
 
 PolicyFactory = Callable[[Task, random.Random], Teacher]
-"""A degenerate policy: the teacher it plays for one task (an rng for any random choice)."""
+"""A degenerate policy, as `Env.degenerate_policies` names it: called with the task about to be
+played and an rng (for any random choice; the audit seeds it, so a run repeats), it returns the
+`Teacher` that answers every `chat` of that one episode. `Env.teacher` has the same signature, so
+the audit plays the reference teacher and the degenerate policies alike. A factory may read the
+task (its options, to pick one by a rule that ignores the question) but never its `gold`, or
+the audit measures nothing; a policy whose name starts with `random` is played over several
+seeds and averaged (`lexrl.eval.audit.RANDOM_SEEDS`)."""
 
 
 def last_user_text(messages: Messages) -> str:
@@ -41,5 +47,8 @@ def echo(task: Task, rng: random.Random) -> Teacher:
 
 
 def generic_policies() -> dict[str, PolicyFactory]:
-    """The degenerate policies that fit any env: an empty reply and the message echoed."""
+    """The degenerate policies that fit any env, by name: `empty` (an empty reply in every role)
+    and `echo` (the last user message sent back). `Env.degenerate_policies` returns these by
+    default; an env extends them (`{**generic_policies(), ...}`) with the shortcuts its own
+    reward might pay for."""
     return {"empty": constant(""), "echo": echo}

@@ -1,4 +1,4 @@
-"""Several environments played by one policy (`env.name: mix`): the tasks of every member env,
+"""Several environments played by one policy (`env.type: mix`): the tasks of every member env,
 drawn with the mixture's probabilities, each episode played by the env that made its task.
 
 A task of the mixture is a member's task under the id `<env>:<id>` with `meta["env"]` naming the
@@ -23,7 +23,7 @@ from lexrl.rollout.policy import Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
 if TYPE_CHECKING:
-    from lexrl.config import EnvConfig
+    from lexrl.envs.mixture_options import MixEnvConfig
 
 
 def mixture_probabilities(weights: dict[str, float], temperature: float) -> dict[str, float]:
@@ -56,23 +56,16 @@ class MixtureEnv(Env):
         self._by_member: dict[str, dict[str, list[Task]]] = {}
 
     @classmethod
-    def from_config(cls, config: EnvConfig) -> MixtureEnv:
-        from lexrl.envs import REGISTRY
-
-        for index, member in enumerate(config.mix):
-            if member.name not in REGISTRY:
-                raise ConfigError(
-                    f"`env.mix[{index}].name` is {member.name!r}; registered: {', '.join(REGISTRY)}"
-                )
-        members = {m.name: REGISTRY[m.name][0](config) for m in config.mix}
+    def from_config(cls, config: MixEnvConfig) -> MixtureEnv:
+        members = {m.env.name: m.env.build() for m in config.members}
         if config.mix_weighting == "size":
             weights = {name: float(len(env.tasks("train"))) for name, env in members.items()}
             empty = [name for name, weight in weights.items() if weight == 0]
             if empty:
-                raise ConfigError(f"env.mix: {', '.join(empty)} has no training tasks")
+                raise ConfigError(f"env.members: {', '.join(empty)} has no training tasks")
         else:
-            weights = {m.name: m.weight for m in config.mix}
-        shares = {m.name: m.warmstart_share for m in config.mix}
+            weights = {m.env.name: m.weight for m in config.members}
+        shares = {m.env.name: m.warmstart_share for m in config.members}
         return cls(members, mixture_probabilities(weights, config.mix_temperature), shares)
 
     def _tagged(self, name: str, tasks: list[Task]) -> list[Task]:
@@ -84,7 +77,7 @@ class MixtureEnv(Env):
         return tagged
 
     def tasks(self, split: str) -> list[Task]:
-        """Every member's tasks of `split`, member by member in the order of `env.mix`."""
+        """Every member's tasks of `split`, member by member in the order of `env.members`."""
         if split not in self._tasks:
             self._tasks[split] = [
                 task

@@ -143,10 +143,10 @@ def _cell(value: dict[str, float] | None) -> str:
 
 def compare_markdown(a: dict, b: dict, name_a: str, name_b: str, note: str = "") -> str:
     """A Markdown table per section (env) of the metrics of either report: A, B, B - A and
-    whether the intervals overlap, under the title and `note`. A metric or env only one report
-    has shows `-` on the other side."""
+    whether the intervals overlap, under the title "A vs B" (in the order given) and `note`. A
+    metric or env only one report has shows `-` on the other side."""
     sections_a, sections_b = report_sections(a, name_a), report_sections(b, name_b)
-    lines = [f"# {name_b} vs {name_a}", ""] + ([note, ""] if note else [])
+    lines = [f"# {name_a} vs {name_b}", ""] + ([note, ""] if note else [])
     for section in dict.fromkeys([*sections_a, *sections_b]):
         metrics_a, metrics_b = sections_a.get(section, {}), sections_b.get(section, {})
         if section:

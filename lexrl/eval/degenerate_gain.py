@@ -149,8 +149,10 @@ def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def markdown(rows: list[DegenerateGain]) -> str:
-    """The rows as a Markdown table with a line on how to read it."""
+def markdown(rows: list[DegenerateGain], policy: str = "") -> str:
+    """The rows as a Markdown table with a line on how to read it: the policy after training,
+    or, given `policy`, that evaluated policy (`lexrl eval`: the base model, a checkpoint, a
+    served model), whose means are the `after` column."""
     lines = [
         "| env | measure | before | after | best degenerate policy | its value | after - it "
         "| paired [95% CI] (tasks) | beats it | teacher |",
@@ -170,9 +172,11 @@ def markdown(rows: list[DegenerateGain]) -> str:
             f"| {best} | {_number(row.best_value)} | {gain} | {paired} "
             f"| {row.verdict} | {_number(row.teacher)} |"
         )
+    evaluated = f"of {policy} (`after`)" if policy else "after training"
+    subject = "its" if policy else "the trained policy's"
     lines.append(
-        "\nHeld-out means after training against the best degenerate policy on the same tasks "
-        f"(`lexrl audit`); `{BEATS}`: the 95% interval of the trained policy's value minus it, "
+        f"\nHeld-out means {evaluated} against the best degenerate policy on the same tasks "
+        f"(`lexrl audit`); `{BEATS}`: the 95% interval of {subject} value minus it, "
         "paired task by task, lies above 0 (without per-task values: the after value's interval "
         "lies above it)."
     )

@@ -523,7 +523,11 @@ def _section(
             task_values={degenerate[0].env: episode_task_means(groups)},
         )
         entry["vs_degenerate"] = degenerate_gain.as_json(rows)
-        table = f"{level} Against the best degenerate policy\n\n{degenerate_gain.markdown(rows)}"
+        # Captioned by what was evaluated: `lexrl eval` without a checkpoint trained nothing.
+        system = label.split(": ", 1)[-1] if level == "###" else label
+        evaluated = "the base model (`base`: no adapter)" if system == "base" else f"`{system}`"
+        caption = degenerate_gain.markdown(rows, policy=evaluated)
+        table = f"{level} Against the best degenerate policy\n\n{caption}"
         print_markdown(console, table)
         lines += ["", table]
     return entry, lines

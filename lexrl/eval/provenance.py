@@ -101,21 +101,24 @@ def git_state(folder: Path) -> dict[str, Any] | None:
 
 
 def env_names(config: Config) -> list[str]:
-    """The envs evaluated: `env.name`, or each member of a mixture."""
-    if config.env.name == "mix":
-        return [member.name for member in config.env.mix]
-    return [config.env.name]
+    """The envs evaluated: the env's name, or each member of a mixture."""
+    return config.env.member_names()
+
+
+def env_sections(config: Config) -> dict[str, Any]:
+    """The options of each evaluated env by its dotted path: `env`, or `env.members[i].env`."""
+    members = getattr(config.env, "members", None)
+    if members is None:
+        return {"env": config.env}
+    return {f"env.members[{index}].env": member.env for index, member in enumerate(members)}
 
 
 def env_options(config: Config, suffix: str) -> dict[str, Any]:
-    """The options of the evaluated envs' sections whose dotted name ends with `suffix` and
-    that are set (not None), e.g. `env.gdpr.temperature`."""
+    """The options of the evaluated envs whose dotted name ends with `suffix` and that are set
+    (not None), e.g. `env.temperature`."""
     found: dict[str, Any] = {}
-    for name in env_names(config):
-        section = getattr(config.env, name, None)
-        if section is None:
-            continue
-        for key, value in flat(asdict(section), f"env.{name}.").items():
+    for path, section in env_sections(config).items():
+        for key, value in flat(asdict(section), f"{path}.").items():
             if key.endswith(suffix) and value is not None:
                 found[key] = value
     return found

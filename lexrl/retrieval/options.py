@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lexrl.errors import ConfigError
+from lexrl.options import AT_LEAST_0, AT_LEAST_1
+
 
 @dataclass
 class RetrievalConfig:
@@ -43,3 +46,10 @@ class RetrievalConfig:
     """Where `lexrl index` caches the corpus embedding matrix (keyed by model and corpus)."""
     cache_size: int = 100_000
     """LRU cache entries of (query, k) -> results; 0 disables it."""
+
+    CHOICES = {"first_stage": ("bm25", "dense"), "bm25_variant": ("lucene", "stard")}
+    BOUNDS = {"batch_size": AT_LEAST_1, "cache_size": AT_LEAST_0}
+
+    def check(self, path: str, config: object) -> None:
+        if self.first_stage == "dense" and not self.dense_model:
+            raise ConfigError(f"`{path}.first_stage` is dense but `dense_model` is empty")

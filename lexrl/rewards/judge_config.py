@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lexrl.options import ABOVE_0, AT_LEAST_0, AT_LEAST_1
+
 
 @dataclass
 class JudgeConfig:
@@ -33,3 +35,12 @@ class JudgeConfig:
     """Re-asks after an unparsable reply, the model seeing why it was refused."""
     concurrency: int = 8
     """Requests in flight to this judge."""
+
+    BOUNDS = {
+        "temperature": AT_LEAST_0,
+        "max_tokens": AT_LEAST_1,
+        "timeout_s": ABOVE_0,
+        "max_retries": AT_LEAST_0,
+        "max_parse_retries": AT_LEAST_0,
+        "concurrency": AT_LEAST_1,
+    }

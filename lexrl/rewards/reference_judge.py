@@ -1,11 +1,11 @@
 """A stand-in for a paid LLM judge on machines without one: `builtin:reference-overlap`.
 
-LEXam's open questions are judged by GPT-4o, DeepSeek-V3 and Qwen3-32B (papers.md sec. 4), remote
-paid APIs a CPU demo or a test cannot call. The one chat model these machines carry,
-SmolLM2-135M-Instruct, cannot stand in: under the paper's prompt or a few-shot one it writes no
-`[[x]]` at all, and made to open `[[` it scores the reference answer itself 0.0
-(`scripts/lexam_judge_probe.py`, docs/benchmarks.md). So the stand-in is no model: it answers
-the paper's LEXam judge prompt with the token F1 of the model's answer against the reference
+LEXam's open questions are judged by GPT-4o, DeepSeek-V3 and Qwen3-32B (Fan et al. 2025, "LEXam",
+arXiv:2505.12864, sec. 3.1), remote paid APIs a CPU demo or a test cannot call. The one chat model
+these machines carry, SmolLM2-135M-Instruct, cannot stand in: under the paper's prompt or a
+few-shot one it writes no `[[x]]` at all, and made to open `[[` it scores the reference answer
+itself 0.0 (`scripts/lexam_judge_probe.py`, docs/benchmarks.md). So the stand-in is no model: it
+answers the paper's LEXam judge prompt with the token F1 of the model's answer against the reference
 answer, in the paper's reply format but to two decimals (`[[0.34]]`; the paper's judges use
 steps of 0.1, which would round a weak policy's small overlaps all to 0.0 and leave GRPO no
 signal). It is served in-process behind the OpenAI chat API (an httpx transport), so the judge

@@ -1,9 +1,11 @@
-"""LegalMALR's trajectory reward (seed 001, eq. 1-4), as pure functions.
+"""LegalMALR's trajectory reward (Li et al. 2026, "LegalMALR", arXiv:2601.17692, eq. 1-4), as pure
+functions.
 
 R = Recall(pool, G) + alpha * sum_t dCov(t) - 0.05 * T - 5 * [planner exits before any retrieval]
 
 dCov(t) is read as the gold articles newly added to the pool at iteration t divided by |G|
-(papers.md section 1). T counts planner steps, the final exit (chosen or forced) included.
+(lexrl's reading of eq. 3; docs/sources.md). T counts planner steps, the final exit (chosen or
+forced) included.
 """
 
 from __future__ import annotations

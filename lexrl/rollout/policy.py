@@ -20,6 +20,9 @@ from lexrl.rollout.backend import Backend, Completion, Sampling, count_turn
 from lexrl.types import Trajectory, Turn
 
 Messages = str | list[dict[str, str]]
+"""What `Policy.chat` sends after the system prompt: a string (one user message), or a list of
+chat messages `{"role": "user" | "assistant", "content": ...}` in order (a multi-turn exchange, a
+worked example before the question)."""
 
 
 def conversation(system: str, messages: Messages) -> list[dict[str, str]]:
@@ -51,6 +54,30 @@ class ChatBackend(Protocol):
 
 
 class Policy:
+    """The handle an env plays every agent of one episode through: `Env.run_episode` gets a
+    fresh one per episode, made by whoever runs the episode (the rollout engine's caller, which
+    owns the model, its sampling settings and its adapter version).
+
+    The env calls `chat` once per LLM call (any role, in any order; calls may run concurrently)
+    and `finish` once at the end, and never sees the model, tokenizer or sampler: the same
+    workflow code runs for training rollouts, evaluation, an outside trainer's replies
+    (`lexrl.integrations`) and, through `ScriptedPolicy`, a scripted teacher. `record` keeps a
+    reply the policy did not write (an external judge's). The episode builds up in `trajectory`.
+
+    Made with:
+
+    - `backend`: what generates: a token-level `Backend` (the in-process `hf` backend, vLLM)
+      given the rendered prompt's ids, or a `ChatBackend` (an OpenAI-compatible endpoint) given
+      the messages.
+    - `tokenizer`: renders the chat template and decodes replies; None only with a
+      `ChatBackend` (its Turns then keep what the server returned) or a `ScriptedPolicy`.
+    - `task_id`: the id of the task played, copied into the Trajectory.
+    - `max_new_tokens`: the cap on a reply's tokens when a call gives none
+      (`rollout.max_new_tokens`).
+    - `greedy`: decode every call greedily, whatever temperature the env asks for
+      (`eval.greedy`).
+    """
+
     def __init__(
         self,
         backend: Backend | ChatBackend,
@@ -64,6 +91,8 @@ class Policy:
         self.max_new_tokens = max_new_tokens
         self.greedy = greedy
         self.trajectory = Trajectory(task_id=task_id)
+        """The episode so far: every `chat` and `record` appends a Turn, `finish` completes it.
+        The rollout engine returns it as it is, marked failed, when a call fails for good."""
 
     async def chat(
         self,
@@ -74,6 +103,43 @@ class Policy:
         trainable: bool = True,
         max_new_tokens: int | None = None,
     ) -> str:
+        """Ask the policy, playing `role`, for one reply; record the call as a Turn of the
+        episode and return the reply's text.
+
+        - `role`: the agent speaking, one of `Env.roles`. It is recorded on the Turn, logged as
+          `agent/<role>/...`, is the unit of `grpo.advantages: role` (`Trajectory.role_rewards`)
+          and is what a scripted teacher is asked as.
+        - `system`: the role's system prompt (usually its prompt file, `prompt_text`).
+        - `messages`: what follows the system prompt (`Messages`): a string is one user message.
+        - `temperature`: this call's sampling temperature; 0 decodes greedily. A greedy policy
+          (`greedy=True`) decodes every call greedily whatever is asked.
+        - `trainable`: False keeps the Turn for logs and samples but makes no training row of
+          it: for a call whose reply the policy should not learn from. (Under
+          `grpo.advantages: role` a role with no trainable turn in an episode is left out of
+          its group's role rewards.)
+        - `max_new_tokens`: this call's cap on the reply's tokens; None (or 0) takes the
+          policy's own. A reply that reaches the cap is cut there and the env reads the cut
+          text, so its parser must take any text (cut, empty, malformed) without raising.
+
+        The backend gets the chat-templated prompt's token ids (a `ChatBackend`: the messages,
+        the system prompt first). The Turn appended to `trajectory.turns` keeps `role`, the
+        prompt ids the sampler saw (the policy's rendering, ending with the assistant header, or
+        the server's own where a chat endpoint returns them), the completion ids with the
+        sampler's log-probs, the text, the adapter version that sampled it (-1: scripted),
+        `trainable`, and the temperature sampled at (1.0 for a greedy call), the one the
+        trainer recomputes the log-probs at. Concurrent calls of one episode
+        (`asyncio.gather`) are recorded in the order their replies come back.
+
+        Returns the reply's text: the backend's own where it has one (a chat endpoint, a
+        scripted reply without a tokenizer), else the completion ids decoded without special
+        tokens.
+
+        Raises `lexrl.rollout.backend.EpisodeCallFailed` when the backend gives up on the call
+        (a remote endpoint down after its retries). An env lets it propagate: the rollout
+        engine then returns the episode marked failed (`Trajectory.failed`) with the turns it
+        had, and the other episodes go on. Under a `ScriptedPolicy`, whatever the teacher
+        raises (for a role it does not play) propagates and ends the warm-start or audit.
+        """
         prompt_ids = render_prompt(self.tokenizer, system, messages)
         sampling = Sampling(
             temperature=0.0 if self.greedy else temperature,
@@ -139,7 +205,22 @@ class Policy:
         steps: list[dict[str, Any]] | None = None,
         metrics: dict[str, float] | None = None,
     ) -> Trajectory:
-        """Close the episode; the reward is the sum of the (already weighted) components."""
+        """Close the episode and return its Trajectory, the one `chat` filled: the last call of
+        `run_episode`.
+
+        - `outcome`: the episode's result (`Trajectory.outcome`; JSON-serialisable), for the
+          env's own report and for reading.
+        - `components`: the reward components by name, already weighted by the env; the
+          trajectory's `reward` is their sum. Each name in `Env.reward_components` is logged as
+          `reward/<name>`.
+        - `steps`: per-step records (`Trajectory.steps`); a step's `action` is counted as
+          `agent/planner/action/<action>` (`Env.actions`). None: no steps.
+        - `metrics`: numbers that are not reward (`Trajectory.metrics`), logged as `env/<name>`
+          for each name in `Env.episode_metrics`. None: no metrics.
+
+        The dicts and the list are copied. The env then sets `role_rewards`, or `failed` (no
+        reward could be computed), on the returned Trajectory where they apply. Raises
+        `TypeError` when a component is not a number."""
         self.trajectory.outcome = outcome
         self.trajectory.components = dict(components)
         self.trajectory.reward = float(sum(components.values()))
@@ -149,6 +230,13 @@ class Policy:
 
 
 Teacher = Callable[[str, Messages], str]
+"""A scripted policy: `teacher(role, messages)` returns the reply to one `chat` call, given the
+role asked and the call's `messages` (the system prompt left out). `Env.teacher` makes one per
+task, so it knows the task (and its `gold`) without reading it from the prompt; a
+`PolicyFactory` (`lexrl.envs.degenerate`) makes one that ignores the task's content.
+`ScriptedPolicy` calls it in place of a model, synchronously and in the order the env makes its
+calls, so it may keep state across the calls of its episode. A teacher raises for a role it
+does not play (`KeyError`, say), which ends the episode with that error."""
 
 
 class ScriptedPolicy(Policy):

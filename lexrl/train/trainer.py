@@ -8,8 +8,9 @@ policy (base frozen) -> the rollout backend gets the new adapter version -> log 
 1 process:  lexrl train configs/demo_cpu.yaml
 N processes (DDP, gloo on CPU / nccl on GPU):
             accelerate launch --multi_gpu --num_processes N -m lexrl.cli train configs/demo_cpu.yaml
-Departures from LegalMALR (seed 001): the demo base is warm-started on scripted episodes first
-(`warmstart`), and the optimizer runs a fixed number of steps rather than 10 epochs.
+Departures from LegalMALR (Li et al. 2026, arXiv:2601.17692): the demo base is warm-started on
+scripted episodes first (`warmstart`), and the optimizer runs a fixed number of steps rather than
+10 epochs.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def _triple(kind, c1, c2, c3, c2_outcome="P", c3_outcome="D", complexity=None):
     )
 
 
-# Table 1 of the paper (seed 004): c1 shares F4 (P) with c2 and F5 (D) with c3.
+# Table 1 of Zhang and Ashley 2025 (arXiv:2506.02992): c1 shares F4 (P) with c2 and F5 (D) with c3.
 TABLE1_ARGUABLE = _triple("arguable", ["F4", "F5", "F23"], ["F2", "F4", "F16"], ["F2", "F5", "F12"])
 TABLE1_MISMATCHED = _triple(
     "mismatched", ["F4", "F5", "F23"], ["F2", "F4", "F16"], ["F2", "F5", "F12"], "D", "P"
@@ -251,7 +251,7 @@ def test_a_swapped_triple_still_needs_its_overlaps_and_an_unknown_mode_is_refuse
 
 
 AUTHORS_OVERLAPS = {3: (2.1, 128 / 300), 5: (3.1, 58 / 300)}
-"""The authors' generator at complexity 3 and 5 (papers.md sec. 5): the mean number of factors a
+"""The authors' generator at complexity 3 and 5 (docs/sources.md): the mean number of factors a
 precedent shares with c1, and the share of triples with a precedent equal to c1."""
 SHARED_TOLERANCE = 0.4
 """Factors a precedent shares, mean over 300 triples."""

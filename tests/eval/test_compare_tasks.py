@@ -88,7 +88,8 @@ def test_the_same_tasks_compare_as_before(tmp_path):
     b = _write(tmp_path, "b", ["t2", "t1"], mean=0.55, listed=True)
     markdown = compare_reports([str(a), str(b)])
     assert "Different tasks" not in markdown and "not checked" not in markdown
-    assert markdown.startswith(f"# base ({b}) vs base ({a})\n\n| metric | A: base ({a}) |")
+    # The title names A first, as the command line does.
+    assert markdown.startswith(f"# base ({a}) vs base ({b})\n\n| metric | A: base ({a}) |")
     assert "| accuracy | 0.5000 [0.400, 0.600] | 0.5500 [0.450, 0.650] | +0.0500 | yes |" in (
         markdown
     )

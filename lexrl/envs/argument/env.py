@@ -1,4 +1,5 @@
-"""Reflective multi-agent 3-ply legal arguments with abstention (seed 004; papers.md sec. 5).
+"""Reflective multi-agent 3-ply legal arguments with abstention (Zhang and Ashley 2025,
+"Mitigating Manipulation and Enhancing Persuasion", arXiv:2506.02992).
 
 Three trade-secret cases given as CATO factors: c1 (undecided), c2 and c3 (precedents with their
 outcomes). The agents write the plaintiff's argument, the defendant's counterargument and the
@@ -41,7 +42,7 @@ from lexrl.envs.argument.metrics import (
     markdown_table,
     score_triple,
 )
-from lexrl.envs.argument.options import FACTOR_LAYOUTS, WORKFLOWS, ArgumentEnvConfig
+from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.argument.parsing import (
     ParsedPly,
     Verdict,
@@ -218,34 +219,6 @@ class ArgumentEnv(Env):
     every policy that cites nothing, empty replies included, so it cannot show progress."""
 
     def __init__(self, config: ArgumentEnvConfig):
-        if config.workflow not in WORKFLOWS:
-            raise ConfigError(
-                f"env.argument.workflow: {config.workflow!r} is not one of {', '.join(WORKFLOWS)}"
-            )
-        if config.factor_layout not in FACTOR_LAYOUTS:
-            raise ConfigError(
-                f"env.argument.factor_layout: {config.factor_layout!r} is not one of "
-                f"{', '.join(FACTOR_LAYOUTS)}"
-            )
-        if config.analyst not in ("policy", "judge"):
-            raise ConfigError(f"env.argument.analyst: {config.analyst!r}: policy or judge")
-        if config.extract_factors not in ("json", "llm"):
-            raise ConfigError(
-                f"env.argument.extract_factors: {config.extract_factors!r}: json or llm"
-            )
-        external = (config.workflow == "RMA" and config.analyst == "judge") or (
-            config.extract_factors == "llm"
-        )
-        if external and not config.judges:
-            raise ConfigError(
-                "env.argument: `analyst: judge` and `extract_factors: llm` need `judges`"
-            )
-        for key in ("kinds", "warmstart_kinds"):
-            unknown = set(getattr(config, key)) - set(KINDS)
-            if unknown or not getattr(config, key):
-                raise ConfigError(
-                    f"env.argument.{key}: {sorted(unknown)}; expected some of {KINDS}"
-                )
         self.config = config
         self.weights = {
             "abstention": config.abstention_weight,
@@ -566,12 +539,12 @@ class ArgumentEnv(Env):
     def report(
         self, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
     ) -> EnvReport:
-        """The paper's tables (seed 004 Tables 2-4): successful abstention on mismatched and
-        non-arguable triples, Acc_H and Rec_U on arguable ones, with intervals, for the policy's
-        workflow and, as the baseline, the scripted teacher (the upper bound: 100 on every column)
-        on the same triples. One record per episode: with `eval.samples_per_task` above 1 the
-        policy's `n` counts episodes and its intervals resample episodes (the teacher's, one
-        per triple)."""
+        """The paper's tables (Zhang and Ashley 2025, Tables 2-4): successful abstention on
+        mismatched and non-arguable triples, Acc_H and Rec_U on arguable ones, with intervals, for
+        the policy's workflow and, as the baseline, the scripted teacher (the upper bound: 100 on
+        every column) on the same triples. One record per episode: with `eval.samples_per_task`
+        above 1 the policy's `n` counts episodes and its intervals resample episodes (the teacher's,
+        one per triple)."""
         records = []
         for task in tasks if request.baselines else []:
             scenario = self.scenario(task)

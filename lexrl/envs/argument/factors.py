@@ -1,6 +1,6 @@
 """The 26 CATO trade-secret factors (Aleven 1997; HYPO, Ashley 1990) the argument task's cases are
 made of, from the shipped `cato_factors.json` (F1..F27, no F9). Each favours the plaintiff ("P")
-or the defendant ("D"). Factors are matched by id, never by name (papers.md sec. 5)."""
+or the defendant ("D"). Factors are matched by id, never by name (docs/sources.md)."""
 
 from __future__ import annotations
 

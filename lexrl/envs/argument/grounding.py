@@ -1,6 +1,7 @@
 """What a ply of the 3-ply argument should cite, and what its text really argues.
 
-The paper (seed 004 sec. 3.1 and 4.1) follows HYPO / CATO: an argument analogises the current
+The paper (Zhang and Ashley 2025, "Mitigating Manipulation and Enhancing Persuasion",
+arXiv:2506.02992, sec. 3.1 and 4.1) follows HYPO / CATO: an argument analogises the current
 case c1 to a precedent won by its side on the factors they share that favour that side, and a
 response distinguishes the opponent's precedent by the factors that made it a win for the
 opponent and that c1 lacks, or by c1's factors for the responding side that the precedent lacks.
@@ -105,9 +106,9 @@ def argument_quality(s: Scenario, index: int, ply: ParsedPly) -> float:
     """(|argued ∩ relevant| - |argued - relevant|) / |relevant|, clipped to [0, 1], of ply
     `index`: 1 for the citations a CATO argument makes and no others. Each citation outside
     them (the other side's shared factors, irrelevant or fabricated ones) cancels a relevant
-    one, since it argues the opponent's case or nothing (seed 004 sec. 3.1: the analyst rejects
-    misattributed factors); so listing every factor, or every shared factor whatever side it
-    favours, earns little. 0 for an abstention or a ply that must abstain."""
+    one, since it argues the opponent's case or nothing (Zhang and Ashley 2025, sec. 3.1: the
+    analyst rejects misattributed factors); so listing every factor, or every shared factor
+    whatever side it favours, earns little. 0 for an abstention or a ply that must abstain."""
     relevant = relevant_citations(s, index)
     if ply.abstain or not relevant:
         return 0.0

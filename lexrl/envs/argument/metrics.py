@@ -1,4 +1,5 @@
-"""Per-triple metrics of the 3-ply argument task (seed 004, sec. 4.4, eqs. 1-6; papers.md sec. 5)
+"""Per-triple metrics of the 3-ply argument task (Zhang and Ashley 2025, "Mitigating Manipulation
+and Enhancing Persuasion", arXiv:2506.02992, sec. 4.4, eqs. 1-6)
 and the paper's tables over an evaluation, with percentile-bootstrap 95% intervals over triples
 (`lexrl.bootstrap.mean_with_ci`, an interval being `{"mean", "low", "high"}`).
 

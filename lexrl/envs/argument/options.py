@@ -4,10 +4,19 @@ manipulation and enhancing persuasion": reflective multi-agent legal arguments w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from lexrl.errors import ConfigError
+from lexrl.options import AT_LEAST_0, AT_LEAST_1
+from lexrl.registry import EnvConfig, register_env
 from lexrl.rewards.judge_config import JudgeConfig
 
+if TYPE_CHECKING:
+    from lexrl.envs.base import Env
+
 WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
+KINDS = ("arguable", "mismatched", "non_arguable")
+"""The scenario kinds of a triple (Zhang and Ashley 2025, sec. 4.2)."""
 FACTOR_LAYOUTS = ("inline", "by_side")
 GENERATORS = ("authors", "anchored")
 """How generated triples are drawn (`lexrl.envs.argument.scenarios`): the authors' generator
@@ -18,8 +27,11 @@ MISMATCHED_MODES = ("flip_outcomes", "swap_precedents")
 (lexrl's default), or its precedents swapped with their outcomes (the authors' generator)."""
 
 
+@register_env("argument")
 @dataclass
-class ArgumentEnvConfig:
+class ArgumentEnvConfig(EnvConfig):
+    """3-ply legal arguments over CATO factors that must abstain when they cannot be grounded."""
+
     workflow: str = "RMA"
     """`SA`: one call writes all three plies (seed 004 sec. 3.4.1). `SA-EP`: the same with
     explicit abstention and factor-use instructions (sec. 3.4.2). `MA`: the plaintiff and
@@ -131,3 +143,45 @@ class ArgumentEnvConfig:
     `over_abstention_penalty`; the teacher and every rule that decides rightly never pay it.
     Measured at 1 to 3 on the CPU demo it moves the 2-layer policy along the same trade-off
     (more abstentions, fewer arguments) and teaches neither kind, so no config sets it."""
+
+    CHOICES = {
+        "workflow": WORKFLOWS,
+        "factor_layout": FACTOR_LAYOUTS,
+        "analyst": ("policy", "judge"),
+        "extract_factors": ("json", "llm"),
+        "mismatched": MISMATCHED_MODES,
+        "generator": GENERATORS,
+    }
+    BOUNDS = {
+        "complexity": AT_LEAST_1,
+        "train_per_kind": AT_LEAST_1,
+        "test_per_kind": AT_LEAST_1,
+        "max_new_tokens": AT_LEAST_1,
+        "temperature": AT_LEAST_0,
+        "abstention_weight": AT_LEAST_0,
+        "over_abstention_penalty": AT_LEAST_0,
+        "failed_abstention_penalty": AT_LEAST_0,
+        "hallucination_weight": AT_LEAST_0,
+        "utilisation_weight": AT_LEAST_0,
+        "format_weight": AT_LEAST_0,
+    }
+
+    def check(self, path: str, config: object) -> None:
+        external = (self.workflow == "RMA" and self.analyst == "judge") or (
+            self.extract_factors == "llm"
+        )
+        if external and not self.judges:
+            raise ConfigError(
+                f"`{path}`: `analyst: judge` and `extract_factors: llm` need `judges`"
+            )
+        for key in ("kinds", "warmstart_kinds"):
+            unknown = set(getattr(self, key)) - set(KINDS)
+            if unknown or not getattr(self, key):
+                raise ConfigError(
+                    f"`{path}.{key}` has {sorted(unknown)}; expected some of {', '.join(KINDS)}"
+                )
+
+    def build(self) -> Env:
+        from lexrl.envs.argument.env import ArgumentEnv
+
+        return ArgumentEnv.from_config(self)

@@ -1,7 +1,8 @@
 """Parsers of the argument task's model replies; none of them raises on any string.
 
 A ply comes back as JSON, the factors it cites listed per case so that hallucination and
-utilisation are counted by id instead of by an extractor LLM (papers.md sec. 5):
+utilisation are counted by id instead of by the extractor LLM of Zhang and Ashley 2025
+(arXiv:2506.02992, sec. 4.4):
 
     {"argument": "...", "abstain": false, "factors": {"c1": ["F4"], "c2": ["F4"], "c3": []}}
 

@@ -1,9 +1,10 @@
 """Rewards of the 3-ply argument task: named components of a triple, and each ply's own score
 for per-role credit (`grpo.advantages: role`). Pure functions of the scenario and the parsed
-plies; the metrics they build on are `lexrl.envs.argument.metrics` (seed 004 sec. 4.4), which
-stay the paper's: only the reward is gated.
+plies; the metrics they build on are `lexrl.envs.argument.metrics` (Zhang and Ashley 2025,
+"Mitigating Manipulation and Enhancing Persuasion", arXiv:2506.02992, sec. 4.4), which stay the
+paper's: only the reward is gated.
 
-The paper's goal (seed 004 sec. 1) is a model that argues from the cases' factors where an
+The paper's goal (sec. 1) is a model that argues from the cases' factors where an
 argument can be grounded and abstains where it cannot, fabricating nothing either way. So every
 credit of a ply is gated on its decision being right (`right_decision`):
 - a ply that must abstain (`expected_abstentions`) is right when it abstains citing no factor
@@ -41,7 +42,7 @@ Components of a triple (each in [0, 1], weighted by the env's options):
 - `failed_abstention`: share of plies that do not abstain where they must (an argument, or a
   reply that is neither, as the paper's "successful abstention" counts it), weighted by minus
   `failed_abstention_penalty`: the manipulation the paper sets out to prevent, an argument where
-  none can be grounded (seed 004 sec. 1; the failures of its sec. 4.4 abstention metric). Without
+  none can be grounded (the paper's sec. 1; the failures of its sec. 4.4 abstention metric). Without
   it such a ply earns 0 against an abstention's 0.3, a gap about a tenth of an arguable ply's, so
   without the per-group scaling GRPO trades abstaining away for arguing (docs/benchmarks.md).
   Also 0 for the teacher and every rule that decides rightly.

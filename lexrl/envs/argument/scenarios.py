@@ -1,4 +1,5 @@
-"""Case triples of the 3-ply argument task (seed 004, sec. 4.2 and Table 1; papers.md sec. 5):
+"""Case triples of the 3-ply argument task (Zhang and Ashley 2025, "Mitigating Manipulation and
+Enhancing Persuasion", arXiv:2506.02992, sec. 4.2 and Table 1):
 c1 the current case (no outcome), c2 the plaintiff's precedent, c3 the defendant's precedent,
 each a set of CATO factor ids.
 
@@ -31,11 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lexrl.envs.argument.factors import FACTORS, factor_number, normalise_factor_id
-from lexrl.envs.argument.options import GENERATORS, MISMATCHED_MODES
+from lexrl.envs.argument.options import GENERATORS, KINDS, MISMATCHED_MODES
 from lexrl.envs.data import DatasetError, utf8
 from lexrl.errors import ConfigError
 
-KINDS = ("arguable", "mismatched", "non_arguable")
 CASES = ("c1", "c2", "c3")
 PLIES = ("plaintiff", "defendant", "rebuttal")
 """The three plies in argument order; `expected_abstentions` and the metrics use this order."""
@@ -93,7 +93,7 @@ TABLE_1 = Scenario(
     c3_outcome="D",
     complexity=3,
 )
-"""Seed 004 Table 1's arguable triple (the module docstring's example): N_gt = 9."""
+"""The paper's Table 1 arguable triple (the module docstring's example): N_gt = 9."""
 
 
 def _shares(a: tuple[str, ...], b: tuple[str, ...], side: str) -> list[str]:
@@ -170,7 +170,7 @@ def _sorted(ids: set[str]) -> tuple[str, ...]:
 def _authors_precedent(
     c1: set[str], side: str, size: int, rng: random.Random, all_ids: list[str]
 ) -> set[str]:
-    """A precedent won by `side`, as the authors' generator builds it (papers.md sec. 5): 1-3 of
+    """A precedent won by `side`, as the authors' generator builds it (docs/sources.md): 1-3 of
     c1's factors favouring `side`, with probability 0.7 1-3 more of c1's other factors, then
     random factors up to `size` (more when the factors taken from c1 already exceed it)."""
     own = [f for f in _sorted(c1) if FACTORS[f].favors == side]
@@ -204,7 +204,7 @@ def _draw(
         c3 = {d, *rng.sample([f for f in all_ids if f != d], size() - 1)}
         return c1, c2, c3
     # The authors' c1 may lack a side's factor and their "arguable" triple then has no overlap
-    # (papers.md sec. 5); redrawing c1 until it has both sides keeps every triple what it claims.
+    # (docs/sources.md); redrawing c1 until it has both sides keeps every triple what it claims.
     c1: set[str] = set()
     while not all(any(FACTORS[f].favors == side for f in c1) for side in "PD"):
         c1 = set(rng.sample(all_ids, size(at_least=2)))
@@ -280,7 +280,7 @@ def generate_scenarios(
 def overlap_statistics(scenarios: Sequence[Scenario]) -> dict[str, float]:
     """How much the precedents of arguable triples overlap the current case: the mean number of
     factors a precedent shares with c1, and the share of triples with a precedent equal to c1
-    (papers.md sec. 5 gives the authors' generator's: 2.1 and 128 of 300 at complexity 3, 3.1
+    (docs/sources.md gives the authors' generator's: 2.1 and 128 of 300 at complexity 3, 3.1
     and 58 of 300 at complexity 5)."""
     arguable = [s for s in scenarios if s.kind == "arguable"]
     if not arguable:

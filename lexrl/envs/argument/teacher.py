@@ -4,7 +4,8 @@ the full reward (`lexrl.envs.argument.reward`) and score 1.0 on every metric it 
 excepted: a CATO argument cites the factors that favour its side, not every factor), which makes
 it a reference for the parsers and metrics and a source of demonstrations.
 
-The plies follow the HYPO / CATO 3-ply pattern (seed 004, sec. 3.1 and 4.1) and cite exactly
+The plies follow the HYPO / CATO 3-ply pattern (Zhang and Ashley 2025, "Mitigating Manipulation
+and Enhancing Persuasion", arXiv:2506.02992, sec. 3.1 and 4.1) and cite exactly
 `grounding.relevant_citations`, naming each cited factor by id in their text:
 - plaintiff: analogise c1 to c2 on their shared pro-plaintiff factors;
 - defendant: distinguish c2 (its pro-plaintiff factors c1 lacks, c1's pro-defendant factors c2

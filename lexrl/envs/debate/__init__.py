@@ -1,1 +1,2 @@
-"""Multi-agent legal debate (papers.md sec. 3; seed 002)."""
+"""Multi-agent legal debate (the MAD_legal technical report, "Multi-Agent Debate for Brazilian
+Legal Reasoning" (2024))."""

@@ -1,11 +1,12 @@
-"""BERTScore F1 of open-ended answers against the reference answer (seed 002 sec. 5.2.2), through
-the `bert-score` package (Zhang et al. 2020): greedy matching of contextual token embeddings,
+"""BERTScore F1 of open-ended answers against the reference answer (the MAD_legal technical
+report, "Multi-Agent Debate for Brazilian Legal Reasoning" (2024), sec. 5.2.2), through the
+`bert-score` package (Zhang et al. 2020): greedy matching of contextual token embeddings,
 no IDF weighting, no baseline rescaling (the package has no baseline for Portuguese models).
 
 The paper's model is BERTimbau, `neuralmind/bert-base-portuguese-cased`; any Hub id or local
 model folder works, offline too (HF_HUB_OFFLINE=1) when the folder or the Hub cache holds it.
 `num_layers` None reads the layer the package tuned for the model when it has one, else the
-model's last layer (BERTimbau is not in the package's table and the seed does not say which
+model's last layer (BERTimbau is not in the package's table and the report does not say which
 layer it read). A model is loaded once per process and (model, layers, device).
 
 Texts are cut to the model's length (512 tokens for BERT models), as the package does; a

@@ -1,6 +1,7 @@
 """Brazilian legal citations: a regex parser that writes every citation in one canonical form,
-and the citation precision / recall / F1 of the OAB open-ended task (papers.md sec. 3; seed 002
-secs. 5.2.1 and 6.1). Exact matching of canonical strings, as the seed: a near miss (the right
+and the citation precision / recall / F1 of the OAB open-ended task (the MAD_legal technical
+report, "Multi-Agent Debate for Brazilian Legal Reasoning" (2024), secs. 5.2.1 and 6.1). Exact
+matching of canonical strings, as the report: a near miss (the right
 law, another article) scores nothing.
 
 Canonical form, one string per citation:
@@ -505,9 +506,9 @@ def extract_citations(text: str) -> list[str]:
 
 def citation_scores(predicted: list[str], expected: list[str]) -> dict[str, float]:
     """Precision, recall and F1 of the set of `predicted` citations against the set of
-    `expected` ones, by exact string match (seed 002 sec. 5.2.1): pass both through
+    `expected` ones, by exact string match (the report's sec. 5.2.1): pass both through
     `extract_citations` first. Both empty: 1, 1, 1 (nothing to cite, nothing cited); exactly
-    one empty: 0, 0, 0 (papers.md sec. 3)."""
+    one empty: 0, 0, 0 (lexrl's rule; the report leaves it open)."""
     cited, wanted = set(predicted), set(expected)
     if not cited and not wanted:
         return {"precision": 1.0, "recall": 1.0, "f1": 1.0}

@@ -8,10 +8,11 @@ OAB), each turned into a Task whose `inputs` hold only what a debater or the jud
   optional `idx`. From the Hub (its `train` and `test` splits), a local folder whose file names
   name the split (`train.jsonl`, `test.parquet`, ...), or one local file split with a seed by
   fact pattern (questions sharing a `prompt` stay on one side, so no fact pattern leaks).
-- `oab`: the `ricardorudicz/oab_exams_guidelines` schema of seed 002 sec. 3.2: `question_id`,
+- `oab`: the `ricardorudicz/oab_exams_guidelines` schema of the MAD_legal technical report
+  ("Multi-Agent Debate for Brazilian Legal Reasoning", 2024), sec. 3.2: `question_id`,
   `statement`, `category`, `ground_truth.reference_answer` and the listed
   `ground_truth.key_citations_expected`. The expected citations are extracted from the
-  reference answer with the citation parser (the seed's preprocessing), so the answer's
+  reference answer with the citation parser (the report's preprocessing), so the answer's
   citations and the reference's are normalised by the same code; the listed ones are kept in
   `meta`. No split of its own: questions are held out with a seed.
 
@@ -179,7 +180,7 @@ def oab_tasks(source: str, eval_fraction: float, seed: int) -> dict[str, list[Ta
 
 
 def _json_list(path: Path) -> list[Mapping]:
-    """A JSON file holding a list of records (the seed's release format)."""
+    """A JSON file holding a list of records (the report's release format)."""
     try:
         with utf8(path):
             data = json.loads(path.read_text(encoding="utf-8"))

@@ -1,7 +1,8 @@
-"""Multi-agent legal debate (papers.md sec. 3; seed 002, MAD legal): debater X, debater Y and a
-judge, every one of them the policy (or the judge an external model).
+"""Multi-agent legal debate (the MAD_legal technical report, "Multi-Agent Debate for Brazilian
+Legal Reasoning" (2024)): debater X, debater Y and a judge, every one of them the policy (or the
+judge an external model).
 
-Protocol (seed 002 sec. 2.3): X opens (neutral); Y opens after reading X; X rebuts Y; Y rebuts
+Protocol (the report's sec. 2.3): X opens (neutral); Y opens after reading X; X rebuts Y; Y rebuts
 X; the judge reads the question and both rebuttals and gives the final answer. Multiple choice:
 X begins with the option it argues (`###B###`), Y must argue a DIFFERENT option (a Y that names
 X's option or none is told why and re-asked once; still invalid, it is penalised), the judge may
@@ -25,14 +26,11 @@ from typing import Any
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
 from lexrl.envs.data import DatasetError
 from lexrl.envs.debate.citations import citation_scores, extract_citations
-from lexrl.envs.debate.data import LEXAM_SPLITS, barexam_tasks, lexam_tasks, oab_tasks
+from lexrl.envs.debate.data import barexam_tasks, lexam_tasks, oab_tasks
 from lexrl.envs.debate.degenerate import debate_policies
 from lexrl.envs.debate.metrics import markdown_table, mcq_system_metrics, open_system_metrics
 from lexrl.envs.debate.options import (
-    DATASETS,
     FAMILIES,
-    JUDGES,
-    REWARD_MODES,
     SYSTEMS,
     DebateEnvConfig,
 )
@@ -65,37 +63,12 @@ def rubric_score(reply: str) -> float:
     return parse_rubric(reply).score
 
 
-def _choose(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"env.debate.{name}: {value!r} is not one of {', '.join(choices)}")
-
-
 class DebateEnv(Env):
     name = "debate"
 
     def __init__(self, config: DebateEnvConfig):
-        _choose("dataset", config.dataset, DATASETS)
-        _choose("protocol", config.protocol, SYSTEMS)
-        _choose("reward_mode", config.reward_mode, REWARD_MODES)
-        _choose("judge", config.judge, JUDGES)
-        if config.lexam_split is not None:
-            _choose("lexam_split", config.lexam_split, tuple(LEXAM_SPLITS))
-        for system in config.eval_systems:
-            _choose("eval_systems", system, SYSTEMS)
         self.config = config
         self.open = config.dataset == "oab"
-        if self.open and config.reward_mode == "adversarial":
-            raise ConfigError(
-                "env.debate.reward_mode: adversarial needs options to adopt (multiple choice); "
-                "open-ended OAB questions are cooperative"
-            )
-        if self.open and config.rubric_weight and not config.rubric_judges:
-            raise ConfigError(
-                "env.debate.rubric_judges is empty: open-ended answers are scored by the rubric "
-                "judges (or set env.debate.rubric_weight: 0 to reward citation F1 alone)"
-            )
-        if config.judge == "external" and not config.judges:
-            raise ConfigError("env.debate.judge: external needs an endpoint in env.debate.judges")
         self.lexam_split = config.lexam_split or (
             "facts" if config.source == "sample" else "course"
         )

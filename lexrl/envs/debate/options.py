@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from lexrl.errors import ConfigError
+from lexrl.options import AT_LEAST_0, AT_LEAST_1, HELD_OUT, SEED
+from lexrl.registry import EnvConfig, register_env
 from lexrl.rewards.judge_config import JudgeConfig
+
+if TYPE_CHECKING:
+    from lexrl.envs.base import Env
 
 DATASETS = ("lexam", "barexam", "oab")
 FAMILIES = ("irac", "vanilla")
@@ -13,8 +20,12 @@ REWARD_MODES = ("cooperative", "adversarial")
 JUDGES = ("policy", "external")
 
 
+@register_env("debate")
 @dataclass
-class DebateEnvConfig:
+class DebateEnvConfig(EnvConfig):
+    """Debaters X and Y and a judge: bar-exam MCQ (letters) or OAB open questions (rubric,
+    citation F1)."""
+
     dataset: str = "lexam"
     """`lexam`: a LEXam MCQ config (`lexam_config`), read by the LEXam env's loader; `barexam`:
     US bar-exam MCQs in the `reglab/barexam_qa` schema (`prompt`, `question`, `choice_a` ..
@@ -108,3 +119,60 @@ class DebateEnvConfig:
     bertscore_layers: int | None = None
     """Hidden layer BERTScore reads (None: the `bert-score` package's tuned layer for models it
     knows, else the last layer; it has none for BERTimbau and the seed names none)."""
+
+    CHOICES = {
+        "dataset": DATASETS,
+        "protocol": SYSTEMS,
+        "reward_mode": REWARD_MODES,
+        "judge": JUDGES,
+        "judge_aggregate": ("mean", "min"),
+        "lexam_config": ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices"),
+        "lexam_split": (None, "course", "facts"),
+    }
+    BOUNDS = {
+        "eval_fraction": HELD_OUT,
+        "split_seed": SEED,
+        "debater_temperature": AT_LEAST_0,
+        "judge_temperature": AT_LEAST_0,
+        "debater_max_new_tokens": AT_LEAST_1,
+        "judge_max_new_tokens": AT_LEAST_1,
+        "invalid_penalty": AT_LEAST_0,
+        "format_weight": AT_LEAST_0,
+        "rubric_weight": AT_LEAST_0,
+        "citation_weight": AT_LEAST_0,
+        "bertscore_layers": AT_LEAST_0,
+    }
+
+    def check(self, path: str, config: Any) -> None:
+        for name in self.eval_systems:
+            if name not in SYSTEMS:
+                raise ConfigError(
+                    f"`{path}.eval_systems` has {name!r}; expected some of {', '.join(SYSTEMS)}"
+                )
+        open_ended = self.dataset == "oab"
+        if open_ended and self.reward_mode == "adversarial":
+            raise ConfigError(
+                f"`{path}.reward_mode: adversarial` needs options to adopt (multiple choice); "
+                "open-ended OAB questions are cooperative"
+            )
+        if open_ended and self.rubric_weight and not self.rubric_judges:
+            raise ConfigError(
+                f"`{path}.rubric_judges` is empty: open-ended answers are scored by the rubric "
+                f"judges (or set `{path}.rubric_weight: 0` to reward citation F1 alone)"
+            )
+        if self.judge == "external" and not self.judges:
+            raise ConfigError(f"`{path}.judge: external` needs an endpoint in `{path}.judges`")
+        if (
+            self.reward_mode == "adversarial"
+            and config is not None
+            and config.grpo.advantages != "role"
+        ):
+            raise ConfigError(
+                f"`{path}.reward_mode: adversarial` needs `grpo.advantages: role`: with "
+                "trajectory advantages every debater would train on the shared reward"
+            )
+
+    def build(self) -> Env:
+        from lexrl.envs.debate.env import DebateEnv
+
+        return DebateEnv.from_config(self)

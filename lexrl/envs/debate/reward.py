@@ -1,11 +1,12 @@
-"""Debate rewards (papers.md sec. 3; seed 002): the judge's final answer against the gold.
+"""Debate rewards (the MAD_legal technical report, "Multi-Agent Debate for Brazilian Legal
+Reasoning" (2024)): the judge's final answer against the gold.
 
 Multiple choice. Components of the episode reward, already weighted:
-- `correct`: 1 when the judge's letter is the gold one (seed 002 sec. 5.1, exact match);
+- `correct`: 1 when the judge's letter is the gold one (the report's sec. 5.1, exact match);
 - `format`: `format_weight` x the share of the policy's letter-bearing turns (the openings of
   the debaters it plays, and its judgment) that name an option (`parsing`);
 - `invalid`: `-invalid_penalty` when debater Y, re-asked once, still argued no option other than
-  X's (a Y that agrees with X would make the debate moot; seed 002 sec. 3.1).
+  X's (a Y that agrees with X would make the debate moot; the report's sec. 3.1).
 
 `cooperative` mode rewards every role with that sum (the paper's objective: the right final
 answer). `adversarial` mode gives each role its own reward (`adversarial_role_rewards`), used
@@ -13,7 +14,7 @@ with `grpo.advantages: role`.
 
 Open-ended (OAB): `rubric` (`rubric_weight` x the rubric judge's (correctness + reasoning +
 citations) / 11) and `citation_f1` (`citation_weight` x the F1 of the answer's citations against
-the reference's), seed 002 sec. 5.2.
+the reference's), the report's sec. 5.2.
 """
 
 from __future__ import annotations

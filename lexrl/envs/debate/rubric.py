@@ -1,5 +1,6 @@
-"""The rubric judge of open-ended OAB answers (seed 002 sec. 5.2.3): correctness 0-4, reasoning
-0-3 and citations 0-4 against the reference answer, scored (sum) / 11.
+"""The rubric judge of open-ended OAB answers (the MAD_legal technical report, "Multi-Agent
+Debate for Brazilian Legal Reasoning" (2024), sec. 5.2.3): correctness 0-4, reasoning 0-3 and
+citations 0-4 against the reference answer, scored (sum) / 11.
 
 The judge's prompt is `prompts/rubric_judge_system.txt` and `prompts/rubric_judge_user.txt`
 (task, question, reference, candidate answer and criteria in XML tags, as the seed). Its reply
@@ -31,7 +32,7 @@ class Criterion:
     maximum: int
     """Scores run from 0 to this."""
     levels: tuple[str, ...]
-    """What each score from 0 to `maximum` means (seed 002 sec. 5.2.3), as the prompt says."""
+    """What each score from 0 to `maximum` means (the report's sec. 5.2.3), as the prompt says."""
 
 
 RUBRIC = (
@@ -109,7 +110,7 @@ class RubricScore:
 
     @property
     def score(self) -> float:
-        """The seed's normalised score, total / 11, in [0, 1]."""
+        """The report's normalised score, total / 11, in [0, 1]."""
         return self.total / MAX_TOTAL
 
 

@@ -1,5 +1,6 @@
-"""MASLegalBench loading (Jing et al., "MASLegalBench: Benchmarking Multi-Agent Systems in
-Deductive Legal Reasoning"; data MIT, github HKUST-KnowComp/MASLegalBench, `dataset/`).
+"""MASLegalBench loading (Jing et al. 2025, "MASLegalBench: Benchmarking Multi-Agent Systems in
+Deductive Legal Reasoning", arXiv:2509.24922; data MIT, github HKUST-KnowComp/MASLegalBench,
+`dataset/`).
 
 The release is one `datasets` table of 4,913 rows `{content, type, source}`, `source` being the
 case (one of 15 UK ICO GDPR penalty notices) and `type` one of:
@@ -55,7 +56,7 @@ AGENT_CHUNKS = {
     "AR": ("entity", "relation"),
     "CS": ("inferred alignment",),
 }
-"""The chunk types each role agent contributes (papers.md sec. 2): facts, legal rules,
+"""The chunk types each role agent contributes (Jing et al. 2025, sec. 4.2): facts, legal rules,
 application / alignment, common sense."""
 PRIOR = {"yes_no": "Yes", "abcd": "B"}
 """The majority answer of each kind on the whole release (Yes 502 of 647, B 114 of 303): the
@@ -370,13 +371,13 @@ def _mean(values: list[float]) -> float:
 
 def random_baseline(questions: Sequence[Question]) -> float:
     """Expected accuracy of a uniform guess: the mean over questions of 1 / number of options
-    (1/2 for Yes/No, 1/4 for A-D). 0.4203 on the whole release (papers.md: 42.03%)."""
+    (1/2 for Yes/No, 1/4 for A-D). 0.4203 on the whole release (the paper's Table 2: 42.03%)."""
     return _mean([1 / len(question.options) for question in questions])
 
 
 def prior_baseline(questions: Sequence[Question]) -> float:
     """Accuracy of always answering the majority label of the kind (`PRIOR`: "Yes" on Yes/No,
-    "B" on A-D). 0.6484 on the whole release (papers.md: 64.84%)."""
+    "B" on A-D). 0.6484 on the whole release (the paper reports no such baseline)."""
     return _mean([float(question.answer == PRIOR[question.kind]) for question in questions])
 
 

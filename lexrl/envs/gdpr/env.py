@@ -1,4 +1,4 @@
-"""GDPR deductive reasoning with role agents (papers.md sec. 2; seed 000, MASLegalBench):
+"""GDPR deductive reasoning with role agents (Jing et al. 2025, "MASLegalBench", arXiv:2509.24922):
 questions about UK ICO GDPR penalty notices, answered by a Meta-LLM that draws on the facts (F),
 legal-rules (LR), application / alignment (AR) and common-sense (CS) agents.
 
@@ -46,7 +46,6 @@ from lexrl.envs.gdpr.options import (
     AGENTS,
     CONFIGURATIONS,
     RETRIEVERS,
-    REWARDS,
     ROLE_OF_AGENT,
     GdprEnvConfig,
 )
@@ -148,15 +147,6 @@ class GdprEnv(Env):
     headline_metric = "accuracy"
 
     def __init__(self, config: GdprEnvConfig):
-        if config.live_retriever not in RETRIEVERS:
-            raise ConfigError(
-                f"env.gdpr.live_retriever: {config.live_retriever!r} is not one of "
-                f"{', '.join(RETRIEVERS)}"
-            )
-        if config.max_subtasks < 1 or config.live_k < 1:
-            raise ConfigError("env.gdpr.max_subtasks and env.gdpr.live_k must be >= 1")
-        if config.reward not in REWARDS:
-            raise ConfigError(f"env.gdpr.reward: {config.reward!r} is not one of {REWARDS}")
         self.config = config
         self.system = parse_system(config.system, "env.gdpr.system")
         self.grid = [parse_system(s, "env.gdpr.eval_grid") for s in config.eval_grid]

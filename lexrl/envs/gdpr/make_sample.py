@@ -2,7 +2,7 @@
 from the release's save_to_disk folder, and print its counts as JSON (the numbers in
 `sample/README.md`, which is written by hand beside LICENSE_DATA):
 
-    python -m lexrl.envs.gdpr.make_sample --source ../shared/data/maslegalbench/dataset
+    python -m lexrl.envs.gdpr.make_sample --source <the release's dataset folder>
 
 What ships (`sample_rows`): every chunk row and every A-D question of the six cases of `CASES`,
 every No question of them, and per case a seeded draw of as many of its Yes questions as it has
@@ -80,7 +80,7 @@ def sample_rows(rows: Iterable[Mapping], cases: Iterable[str], seed: int) -> lis
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", default="../shared/data/maslegalbench/dataset")
+    parser.add_argument("--source", required=True, help="the release's save_to_disk folder")
     parser.add_argument("--out", type=Path, default=default_sample())
     args = parser.parse_args()
     import datasets

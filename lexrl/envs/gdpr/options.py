@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lexrl.options import AT_LEAST_0, AT_LEAST_1, SEED, Bound
+from lexrl.registry import EnvConfig, register_env
+
+if TYPE_CHECKING:
+    from lexrl.envs.base import Env
 
 AGENTS = ("F", "LR", "AR", "CS")
 CONFIGURATIONS = ("F", "LR", "F+LR", "AR", "CS", "AR+CS", "F+LR+AR", "F+LR+AR+CS")
@@ -16,8 +23,11 @@ REWARDS = ("balanced", "exact_match")
 """`env.gdpr.reward` choices."""
 
 
+@register_env("gdpr")
 @dataclass
-class GdprEnvConfig:
+class GdprEnvConfig(EnvConfig):
+    """MASLegalBench GDPR questions answered by a Meta-LLM over its F / LR / AR / CS agents."""
+
     source: str = "sample"
     """`sample` (6 of the 15 cases, their Yes/No questions balanced within each case, shipped
     with lexrl: `lexrl/envs/gdpr/sample/README.md`; eval_fraction 0.5 holds out 108 questions
@@ -83,3 +93,21 @@ class GdprEnvConfig:
     baselines; exact match pays the prior most of the way (always "Yes"/"B" is right on 65% of
     the release's questions, 47% of the balanced sample's). `exact_match`: 1 for the right
     label, 0 otherwise (the paper's accuracy as the reward). The `accuracy` metric is the exact match either way."""
+
+    CHOICES = {"live_retriever": RETRIEVERS, "reward": REWARDS}
+    BOUNDS = {
+        # `split_by_case` lets test grow 5 points past the fraction, and test must stay below 1.
+        "eval_fraction": Bound(0, 0.95, low_open=True, high_open=True),
+        "split_seed": SEED,
+        "max_new_tokens": AT_LEAST_1,
+        "max_subtasks": AT_LEAST_1,
+        "live_k": AT_LEAST_1,
+        "agent_max_new_tokens": AT_LEAST_1,
+        "temperature": AT_LEAST_0,
+        "format_weight": AT_LEAST_0,
+    }
+
+    def build(self) -> Env:
+        from lexrl.envs.gdpr.env import GdprEnv
+
+        return GdprEnv.from_config(self)

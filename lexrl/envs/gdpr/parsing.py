@@ -1,7 +1,7 @@
 """The Meta-LLM's answer to a MASLegalBench question, read from its reply.
 
-The prompt asks for one JSON object `{"rationale": str, "answer": "A|B|C|D|Yes|No"}` (papers.md
-sec. 2). `parse_reply` reads, in this order:
+The prompt asks for one JSON object `{"rationale": str, "answer": "A|B|C|D|Yes|No"}` (Jing et al.
+2025, "MASLegalBench", arXiv:2509.24922, App. C). `parse_reply` reads, in this order:
 
 1. the reply without its thinking: everything up to the last `</think>` is dropped, and so is
    everything from an unclosed `<think>` on (a reply cut off while thinking has no answer);

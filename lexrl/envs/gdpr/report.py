@@ -47,7 +47,7 @@ def system_metrics(records: Sequence[Mapping], seed: int = 0, resamples: int = 2
     """Records `{"correct": 0|1, "parsed": 0|1}` of one system's episodes, optionally with
     `official_parsed` and `official_correct` (`episode_record`).
 
-    - `accuracy` counts an unparsable reply wrong (papers.md sec. 2);
+    - `accuracy` counts an unparsable reply wrong (lexrl's rule; docs/sources.md);
     - `accuracy_lenient_parsed_only` drops the replies our parser could not read (None when it
       read none);
     - `accuracy_official` is the authors' number (MASLegalBench `eval.py`): their parser, raw

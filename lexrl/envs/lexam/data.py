@@ -15,7 +15,7 @@ following statements is/are incorrect?\ni. The scientification of law in Switzer
 19th century was most prominently promoted by Friedrich Ludwig Keller and Johann Caspar
 Bluntschli.\nii. ...\niii. ...", choices ["ii and iii", "iii", "i and iii", "i and ii"], gold 2.
 
-LEXam has no training split: `split_by_course` carves one out by course (papers.md sec. 4), and
+LEXam has no training split: `split_by_course` carves one out by course (docs/sources.md), and
 `split_by_facts` one stratified by course, for a sample with too few courses to hold any out.
 """
 
@@ -333,7 +333,7 @@ def split_by_facts(
     split as `split_by_group` splits groups, with `seed`, so both sides hold every course in
     about the same proportion and no question, statement or context straddles the split.
 
-    Why not whole courses (papers.md sec. 4): the shipped English MCQ-4 sample is 130 questions
+    Why not whole courses (docs/sources.md): the shipped English MCQ-4 sample is 130 questions
     of one course (Swiss Law) and 20 of three others, so the only course split holds out those
     20, and a cheap rule reads them differently. They are single-answer questions recast as
     statement combinations, so their answer is mostly a single statement: the shortest option is

@@ -1,4 +1,5 @@
-"""LEXam (Fan et al. 2025; papers.md sec. 4): law-exam questions answered by the policy.
+"""LEXam (Fan et al. 2025, "LEXam: Benchmarking Legal Reasoning on 340 Law Exams",
+arXiv:2505.12864): law-exam questions answered by the policy.
 
 Multiple-choice questions are scored by the answer marker (`###C###`, the last one counts);
 open questions by LLM judges against the reference answer (`[[0.7]]`, the ensemble's minimum).
@@ -49,8 +50,6 @@ from lexrl.rewards.judge import (
 from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
-WORKFLOWS = ("single", "draft_review")
-PROMPTS = ("paper", "brief")
 SPLITS = {"course": split_by_course, "facts": split_by_facts}
 
 
@@ -62,20 +61,6 @@ class LexamEnv(Env):
     name = "lexam"
 
     def __init__(self, config: LexamEnvConfig):
-        if config.workflow not in WORKFLOWS:
-            raise ConfigError(
-                f"env.lexam.workflow: {config.workflow!r} is not one of {', '.join(WORKFLOWS)}"
-            )
-        if config.prompt not in PROMPTS:
-            raise ConfigError(
-                f"env.lexam.prompt: {config.prompt!r} is not one of {', '.join(PROMPTS)}"
-            )
-        if config.split not in (None, *SPLITS):
-            raise ConfigError(
-                f"env.lexam.split: {config.split!r} is not one of {', '.join(SPLITS)}"
-            )
-        if config.judge_aggregate not in ("min", "mean"):
-            raise ConfigError(f"env.lexam.judge_aggregate: {config.judge_aggregate!r}: min or mean")
         self.config = config
         self.open = config.config == "open_question"
         source = str(default_sample(config.config)) if config.source == "sample" else config.source

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from lexrl.options import AT_LEAST_0, AT_LEAST_1, HELD_OUT, SEED
+from lexrl.registry import EnvConfig, register_env
 from lexrl.rewards.judge_config import JudgeConfig
 
+if TYPE_CHECKING:
+    from lexrl.envs.base import Env
 
+
+@register_env("lexam")
 @dataclass
-class LexamEnvConfig:
+class LexamEnvConfig(EnvConfig):
+    """LEXam law-exam questions: MCQ by answer marker, open ones by LLM judges."""
+
     source: str = "sample"
     """`sample` (the attributed English sample shipped with lexrl), a Hugging Face Hub dataset id
     (`LEXam-Benchmark/LEXam`), or a local file or folder (parquet, JSONL, CSV or the release's
@@ -70,3 +79,31 @@ class LexamEnvConfig:
     or a resumed run pays for no judge call twice."""
     judge_max_parse_retries: int = 2
     """With the policy as judge: times an unparsable judgment is re-asked with the reason."""
+
+    CHOICES = {
+        "config": (
+            "mcq_4_choices",
+            "mcq_8_choices",
+            "mcq_16_choices",
+            "mcq_32_choices",
+            "open_question",
+        ),
+        "language": ("en", "de", ""),
+        "split": (None, "course", "facts"),
+        "workflow": ("single", "draft_review"),
+        "prompt": ("paper", "brief"),
+        "judge_aggregate": ("min", "mean"),
+    }
+    BOUNDS = {
+        "eval_fraction": HELD_OUT,
+        "split_seed": SEED,
+        "max_new_tokens": AT_LEAST_1,
+        "teacher_max_words": AT_LEAST_1,
+        "format_weight": AT_LEAST_0,
+        "judge_max_parse_retries": AT_LEAST_0,
+    }
+
+    def build(self) -> Env:
+        from lexrl.envs.lexam.env import LexamEnv
+
+        return LexamEnv.from_config(self)

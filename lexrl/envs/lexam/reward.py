@@ -1,4 +1,5 @@
-"""LEXam MCQ prompts' option labels, answer parsing and reward components (papers.md sec. 4).
+"""LEXam MCQ prompts' option labels, answer parsing and reward components (Fan et al. 2025,
+"LEXam: Benchmarking Legal Reasoning on 340 Law Exams", arXiv:2505.12864, sec. 3.2, App. E.4).
 
 The examinee ends its reply with `Correct Answer: ###C###`; the LAST valid marker is its answer
 and a reply without one is wrong. The env's reward is `total(components, format_weight)`:
@@ -79,7 +80,7 @@ def mcq_reward(
     """Named reward components of one reply.
 
     `correct`: the paper's accuracy, 1.0 when the parsed answer is `gold`, else 0.0 (no marker
-    is wrong; papers.md sec. 4). With `chance_normalised`, (acc - 1/k) / (1 - 1/k) for k =
+    is wrong, as in the authors' scorer). With `chance_normalised`, (acc - 1/k) / (1 - 1/k) for k =
     `n_options`: 1 when right, -1/(k-1) when wrong, so guessing earns 0 in expectation whatever
     the option count (for mixing mcq_4 .. mcq_32 in one run).
 
@@ -88,7 +89,7 @@ def mcq_reward(
     `format_weight` on every question: on the CPU demo (weight 0.5) half the teacher's reward,
     and the demo's GRPO runs settled on one letter (docs/benchmarks.md). LEXam balances the gold
     labels by permutation, so a random predictor's accuracy is 1/k (Fan et al. 2025, sec. 3.2,
-    "Evaluation Metric"; seed 003); a guess, constant or random, thus earns 0 from `format` in
+    "Evaluation Metric"); a guess, constant or random, thus earns 0 from `format` in
     expectation and only an answer better than chance earns it. Writing the marker at all is
     paid by `correct`, as in the paper.
     """

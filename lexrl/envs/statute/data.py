@@ -14,10 +14,10 @@ ids in ascending order and names in the order of `相关法规` (the pairs cross
 multi-article queries, and 113 articles would sit under another article's id).
 `cn_stopwords.txt` beside this module is STARD's BM25 stopword list (MIT, Copyright (c) 2024 THUIR).
 
-CSAID (118 test queries; papers.md sec. 1): a JSON dict keyed by query id of `{"query", "label":
-[article strings], "label_length"}`, and a corpus that is a JSON list of article strings written
-`"<law name(version)>, 第X条:\n【title】text"`. Gold labels carry no ids, so they are matched to
-corpus entries by normalised text (NFKC, whitespace removed).
+CSAID (118 test queries; Li et al. 2026, "LegalMALR", arXiv:2601.17692, sec. 3.2.1): a JSON dict
+keyed by query id of `{"query", "label": [article strings], "label_length"}`, and a corpus that is a
+JSON list of article strings written `"<law name(version)>, 第X条:\n【title】text"`. Gold labels carry
+no ids, so they are matched to corpus entries by normalised text (NFKC, whitespace removed).
 """
 
 from __future__ import annotations

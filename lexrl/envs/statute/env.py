@@ -1,4 +1,6 @@
-"""LegalMALR: multi-agent query understanding for statute retrieval (seed 001; papers.md sec. 1).
+"""LegalMALR: multi-agent query understanding for statute retrieval (Li et al. 2026, "LegalMALR:
+Multi-Agent Query Understanding and LLM-Based Reranking for Chinese Statute Retrieval",
+arXiv:2601.17692).
 
 One policy plays seven roles that differ only by system prompt (`prompts/<language>/<role>.txt`).
 Each iteration the planner picks one rewrite agent or exits; every query the agent emits goes to
@@ -13,7 +15,7 @@ A real demo task (the built-in world, `dataset: demo`):
 The first stage and the light reranker are `env.statute.retrieval` (BM25 by default; the paper's
 dense + Qwen3-Reranker in `configs/stard_mas_grpo.yaml`). The outcome of an episode is the pool,
 best first, with each candidate's best retrieval score (what the final LLM reranker is shown).
-Departures from the paper, each a choice papers.md leaves open: the pool is ordered by
+Departures from the paper, each a choice the paper leaves open: the pool is ordered by
 reciprocal-rank fusion, and the abnormality analyzer is always followed by the
 rewriter, both chosen by the single planner action `abnormality_analyzer`.
 """

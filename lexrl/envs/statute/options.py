@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from lexrl.errors import ConfigError
+from lexrl.options import ABOVE_0, AT_LEAST_0, AT_LEAST_1
+from lexrl.registry import EnvConfig, register_env
 from lexrl.retrieval.options import RetrievalConfig
+
+if TYPE_CHECKING:
+    from lexrl.envs.base import Env
 
 STATUTE_BASELINES = ("bm25", "bm25-stard", "dense", "dense+reranker")
 """Raw-query retrieval baselines `lexrl eval` can score beside the policy."""
@@ -39,6 +46,20 @@ class FinalRerankerConfig:
     max_tokens: int = 256
     """Completion cap; the reply is a short JSON list, with no chain of thought."""
 
+    BOUNDS = {
+        "top_k": AT_LEAST_1,
+        "max_candidates": AT_LEAST_1,
+        "max_chars": AT_LEAST_1,
+        "max_retries": AT_LEAST_0,
+        "concurrency": AT_LEAST_1,
+        "timeout_s": ABOVE_0,
+        "max_tokens": AT_LEAST_1,
+    }
+
+    def check(self, path: str, config: object) -> None:
+        if self.model and not self.base_url:
+            raise ConfigError(f"`{path}.model` is set but `base_url` is empty")
+
 
 @dataclass
 class StatuteEvalConfig:
@@ -51,9 +72,22 @@ class StatuteEvalConfig:
     final_reranker: FinalRerankerConfig = field(default_factory=FinalRerankerConfig)
     """The LLM reranker that turns the pool into the end-to-end ranking."""
 
+    BOUNDS = {"ks[]": AT_LEAST_1}
 
+    def check(self, path: str, config: object) -> None:
+        for name in self.baselines:
+            if name not in STATUTE_BASELINES:
+                raise ConfigError(
+                    f"`{path}.baselines` has {name!r}; expected some of "
+                    f"{', '.join(STATUTE_BASELINES)}"
+                )
+
+
+@register_env("statute")
 @dataclass
-class StatuteEnvConfig:
+class StatuteEnvConfig(EnvConfig):
+    """LegalMALR multi-agent statute retrieval: a planner and six rewrite agents."""
+
     dataset: str = "demo"
     """`demo` (the built-in synthetic statute world), `stard`, `csaid` or `jsonl` (files below)."""
     queries_path: str = ""
@@ -100,3 +134,38 @@ class StatuteEnvConfig:
     reward_recall_k: int | None = None
     """Recall in the reward counts the first k pooled candidates; None = the whole pool (eq. 2).
     Setting it to `mas_k` rewards exactly what the MAS-stage evaluation measures."""
+
+    CHOICES = {"language": ("en", "zh"), "dataset": ("demo", "stard", "csaid", "jsonl")}
+    BOUNDS = {
+        "max_iterations": AT_LEAST_1,
+        "first_stage_k": AT_LEAST_1,
+        "final_k": AT_LEAST_1,
+        "alpha": AT_LEAST_0,
+        "step_penalty": AT_LEAST_0,
+        "early_exit_penalty": AT_LEAST_0,
+        "planner_temperature": AT_LEAST_0,
+        "rewriter_temperature": AT_LEAST_0,
+        "mas_k": AT_LEAST_1,
+        "reward_recall_k": AT_LEAST_1,
+    }
+
+    def check(self, path: str, config: object) -> None:
+        if self.dataset == "jsonl":
+            check_queries_path(self.queries_path, f"{path}.queries_path")
+
+    def build(self) -> Env:
+        from lexrl.envs.statute.env import StatuteEnv
+
+        return StatuteEnv.from_config(self)
+
+
+def check_queries_path(path: str, key: str) -> None:
+    """Refuse a `jsonl` statute query path that `str.format(split=...)` cannot fill: a `{`
+    other than `{split}` (the loader would fail on it with a KeyError, far from the config)."""
+    try:
+        path.format(split="train")
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as error:
+        raise ConfigError(
+            f"`{key}` {path!r}: `{{split}}` is the only field it may hold "
+            f"({type(error).__name__}: {error}); write a literal brace as `{{{{` or `}}}}`"
+        ) from None

@@ -1,7 +1,8 @@
 """Ranking metrics with ranx: Recall@K, MRR@K, nDCG@K (binary gains), Hit@K.
 
-A query whose gold set is missed scores 0 in MRR (the standard definition; LegalMALR instead
-counts a miss as rank K + 1, papers.md sec. 1). Queries with no retrieved document count as 0.
+A query whose gold set is missed scores 0 in MRR (the standard definition; LegalMALR, Li et al.
+2026, arXiv:2601.17692, sec. 4.1, instead counts a miss as rank K + 1). Queries with no retrieved
+document count as 0.
 """
 
 from __future__ import annotations
