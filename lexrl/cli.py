@@ -189,6 +189,27 @@ def _parser() -> argparse.ArgumentParser:
     envs.add_argument(
         "--config", default=None, help="config whose env to load for --stats (default: the demo)"
     )
+    new_env = commands.add_parser(
+        "new-env",
+        help="write a working env package to start a legal task of your own from",
+        description="Write the folder NAME: a pip-installable env package (options, one prompt\n"
+        "file per role, tasks from a small JSONL, a reward, a scripted teacher, degenerate\n"
+        "policies, a CPU config and a test), found by lexrl through its `lexrl.envs` entry\n"
+        "point once installed.",
+        epilog="Then:\n  pip install -e NAME\n  cd NAME && pytest tests\n"
+        "  lexrl audit configs/NAME_cpu.yaml\n  lexrl train configs/NAME_cpu.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    new_env.add_argument("name", metavar="NAME", help="the env's name, also its package's")
+    new_env.add_argument(
+        "--roles",
+        default="analyst,answerer",
+        help="comma-separated roles the policy plays in turn, the last one answering "
+        "(default analyst,answerer)",
+    )
+    new_env.add_argument(
+        "--dir", default=".", help="where to write the folder NAME (default: here)"
+    )
     config = commands.add_parser("config", help="the config's sections and keys, documented")
     actions = config.add_subparsers(dest="action", required=True, metavar="show")
     show = actions.add_parser(
@@ -369,6 +390,22 @@ def _envs(args: argparse.Namespace, overrides: list[str]) -> None:
             print(f"{name:10s} (failed to load: {failure})")
 
 
+def _new_env(args: argparse.Namespace, overrides: list[str]) -> None:
+    from lexrl.scaffold import write_env
+
+    if overrides:
+        raise ConfigError(f"new-env: unknown argument(s) {' '.join(overrides)}")
+    roles = tuple(role.strip() for role in args.roles.split(",") if role.strip())
+    root = write_env(args.name, roles, Path(args.dir))
+    print(
+        f"wrote {root}: the env {args.name!r} (roles {', '.join(roles)}). Next:\n"
+        f"  pip install -e {root}\n"
+        f"  cd {root} && pytest tests\n"
+        f"  lexrl audit configs/{args.name}_cpu.yaml\n"
+        f"  lexrl train configs/{args.name}_cpu.yaml"
+    )
+
+
 def _index(config: Config) -> None:
     import time
 
@@ -529,6 +566,9 @@ def _run(argv: list[str] | None) -> None:
         return
     if args.command == "compare":
         _compare(args, overrides)
+        return
+    if args.command == "new-env":
+        _new_env(args, overrides)
         return
     if args.command == "config":
         _show_config(args.section, overrides)

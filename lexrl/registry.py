@@ -77,6 +77,11 @@ class EnvConfig(draccus.ChoiceRegistry):
         """The envs this config trains: its own name, or a mixture's members."""
         return [self.name]
 
+    def sections(self, path: str = "env") -> dict[str, EnvConfig]:
+        """The options of each env this config trains by its dotted path: `{path: self}`, or a
+        mixture's members (`env.members[1].env`)."""
+        return {path: self}
+
 
 def registered_name(cls: type) -> str:
     """The name an `EnvConfig` subclass is registered under."""

@@ -19,10 +19,10 @@ def model_cache(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def statute_env():
-    from lexrl.config import EnvConfig
     from lexrl.envs import make_env
+    from lexrl.envs.statute.options import StatuteEnvConfig
 
-    return make_env(EnvConfig())
+    return make_env(StatuteEnvConfig())
 
 
 @pytest.fixture(scope="session")

@@ -67,6 +67,11 @@ class MixEnvConfig(EnvConfig):
     def member_names(self) -> list[str]:
         return [member.env.name for member in self.members]
 
+    def sections(self, path: str = "env") -> dict[str, EnvConfig]:
+        return {
+            f"{path}.members[{index}].env": member.env for index, member in enumerate(self.members)
+        }
+
     def build(self) -> Env:
         from lexrl.envs.mixture import MixtureEnv
 

@@ -172,11 +172,13 @@ def markdown(rows: list[DegenerateGain], policy: str = "") -> str:
             f"| {best} | {_number(row.best_value)} | {gain} | {paired} "
             f"| {row.verdict} | {_number(row.teacher)} |"
         )
-    evaluated = f"of {policy} (`after`)" if policy else "after training"
-    subject = "its" if policy else "the trained policy's"
+    evaluated = f"of {policy}, the `after` column," if policy else "after training"
+    difference = (
+        "its value minus that policy's" if policy else "the trained policy's value minus it"
+    )
     lines.append(
         f"\nHeld-out means {evaluated} against the best degenerate policy on the same tasks "
-        f"(`lexrl audit`); `{BEATS}`: the 95% interval of {subject} value minus it, "
+        f"(`lexrl audit`); `{BEATS}`: the 95% interval of {difference}, "
         "paired task by task, lies above 0 (without per-task values: the after value's interval "
         "lies above it)."
     )

@@ -105,19 +105,11 @@ def env_names(config: Config) -> list[str]:
     return config.env.member_names()
 
 
-def env_sections(config: Config) -> dict[str, Any]:
-    """The options of each evaluated env by its dotted path: `env`, or `env.members[i].env`."""
-    members = getattr(config.env, "members", None)
-    if members is None:
-        return {"env": config.env}
-    return {f"env.members[{index}].env": member.env for index, member in enumerate(members)}
-
-
 def env_options(config: Config, suffix: str) -> dict[str, Any]:
     """The options of the evaluated envs whose dotted name ends with `suffix` and that are set
     (not None), e.g. `env.temperature`."""
     found: dict[str, Any] = {}
-    for path, section in env_sections(config).items():
+    for path, section in config.env.sections().items():
         for key, value in flat(asdict(section), f"{path}.").items():
             if key.endswith(suffix) and value is not None:
                 found[key] = value

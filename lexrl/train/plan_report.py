@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lexrl.config import Config, validate_mix
+from lexrl.config import Config
 from lexrl.errors import LexrlError
 from lexrl.retrieval.options import RetrievalConfig
 from lexrl.train.plan import (
@@ -111,9 +111,8 @@ def retrieval_models(config: Config) -> list[tuple[str, str]]:
     """(key, model) of every retrieval model an env of the run loads into each GPU process: the
     `RetrievalConfig` sections of the trained envs' options, minus served or CPU models."""
     found = []
-    for name in validate_mix(config.env):
-        options = getattr(config.env, name, None)
-        for path, section in _sections(options, f"env.{name}"):
+    for prefix, options in config.env.sections().items():
+        for path, section in _sections(options, prefix):
             if section.device.startswith("cpu"):
                 continue
             wanted = (
@@ -351,7 +350,7 @@ def token_profile(
     `shared_fraction`: the share of a later call's prompt a group shares, assumed for `counts`
     (`--shared-prefix`; default `plan.SHARED_PREFIX_FRACTION`)."""
     if trajectories:
-        return profile_from_trajectories(trajectories, validate_mix(config.env)), ""
+        return profile_from_trajectories(trajectories, config.env.member_names()), ""
     if counts:
         fraction = SHARED_PREFIX_FRACTION if shared_fraction is None else shared_fraction
         return profile_from_counts(counts, config.grpo.num_generations, fraction), ""

@@ -7,7 +7,6 @@ import random
 import pytest
 from transformers import AutoTokenizer
 
-from lexrl.config import EnvConfig, MixMember
 from lexrl.envs import make_env
 from lexrl.envs.argument.env import ArgumentEnv
 from lexrl.envs.argument.options import ArgumentEnvConfig
@@ -18,12 +17,14 @@ from lexrl.envs.gdpr.env import GdprEnv
 from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.lexam.env import LexamEnv
 from lexrl.envs.lexam.options import LexamEnvConfig
+from lexrl.envs.mixture_options import MixEnvConfig, MixMember
+from lexrl.envs.statute.options import StatuteEnvConfig
 from lexrl.rewards.judge_config import JudgeConfig
 from lexrl.rewards.reference_judge import BUILTIN_URL
 from lexrl.rollout.policy import ScriptedPolicy
 
 ENVS = {
-    "statute": lambda: make_env(EnvConfig()),
+    "statute": lambda: make_env(StatuteEnvConfig()),
     "argument_MA": lambda: ArgumentEnv(ArgumentEnvConfig(workflow="MA", test_per_kind=2)),
     "argument_RMA": lambda: ArgumentEnv(ArgumentEnvConfig(workflow="RMA", test_per_kind=2)),
     "argument_SA": lambda: ArgumentEnv(ArgumentEnvConfig(workflow="SA", test_per_kind=2)),
@@ -146,7 +147,7 @@ def test_gdpr_majority_label_is_right_where_the_gold_is_the_majority(tokenizer):
 
 
 def test_statute_exit_at_once_retrieves_nothing_and_pays_the_early_exit(tokenizer):
-    env = make_env(EnvConfig())
+    env = make_env(StatuteEnvConfig())
     for trajectory in play(env, env.tasks("test")[:3], tokenizer, "exit_at_once"):
         assert trajectory.metrics["retrieval_calls"] == 0
         assert trajectory.components["early_exit"] == -env.config.early_exit_penalty
@@ -162,9 +163,12 @@ def test_debate_y_repeating_xs_letter_is_invalid_and_penalised(tokenizer):
 
 
 def test_the_mixture_forwards_the_policies_its_members_share(tokenizer):
-    config = EnvConfig(name="mix", mix=[MixMember("gdpr", 1.0), MixMember("argument", 1.0)])
-    config.gdpr.eval_grid = ["none"]
-    config.argument.test_per_kind = 1
+    config = MixEnvConfig(
+        members=[
+            MixMember(env=GdprEnvConfig(eval_grid=["none"]), weight=1.0),
+            MixMember(env=ArgumentEnvConfig(test_per_kind=1), weight=1.0),
+        ]
+    )
     env = make_env(config)
     assert set(env.degenerate_policies()) == {"empty", "echo"}
     for task in env.tasks("test")[:2] + env.tasks("test")[-2:]:

@@ -1,4 +1,4 @@
-"""The task mixture (`env.name: mix`): its probabilities, the draw of training tasks and its
+"""The task mixture (`env.type: mix`): its probabilities, the draw of training tasks and its
 resumption, members that only ever see their own tasks, and the per-env split of an
 evaluation."""
 
@@ -9,29 +9,28 @@ from collections import Counter
 import pytest
 from transformers import AutoTokenizer
 
-from lexrl.config import ConfigError, EnvConfig, MixMember, load_config
+from lexrl.config import ConfigError, load_config
 from lexrl.envs import make_env
+from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.gdpr.env import balanced_credit
+from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.mixture import MixtureEnv, mixture_probabilities
+from lexrl.envs.mixture_options import MixEnvConfig, MixMember
+from lexrl.envs.statute.options import StatuteEnvConfig
 from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Group
 
 
 def _config(weighting="given", temperature=1.0, weights=(3.0, 1.0, 1.0)):
-    config = EnvConfig(
-        name="mix",
-        mix=[
-            MixMember("statute", weights[0]),
-            MixMember("gdpr", weights[1]),
-            MixMember("argument", weights[2]),
+    return MixEnvConfig(
+        members=[
+            MixMember(env=StatuteEnvConfig(), weight=weights[0]),
+            MixMember(env=GdprEnvConfig(eval_grid=["none"], system="none"), weight=weights[1]),
+            MixMember(env=ArgumentEnvConfig(test_per_kind=2), weight=weights[2]),
         ],
         mix_weighting=weighting,
         mix_temperature=temperature,
     )
-    config.gdpr.eval_grid = ["none"]
-    config.gdpr.system = "none"
-    config.argument.test_per_kind = 2
-    return config
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +157,7 @@ def test_warm_start_covers_the_members_with_a_teacher_in_turn(env):
 
 def test_a_warm_start_share_gives_a_member_that_many_tasks_a_round():
     config = _config()
-    config.mix[2].warmstart_share = 3  # argument
+    config.members[2].warmstart_share = 3  # argument
     env = make_env(config)
     tasks = env.warmstart_tasks()
     assert [env.member_of(t) for t in tasks[:10]] == ["statute", "gdpr", *["argument"] * 3] * 2
@@ -170,7 +169,7 @@ def test_a_warm_start_share_gives_a_member_that_many_tasks_a_round():
 
 def test_a_member_whose_teacher_has_no_tasks_is_left_to_grpo():
     config = _config()
-    config.gdpr.system = "live"  # the live form's decomposition has no scripted teacher
+    config.members[1].env.system = "live"  # the live form's decomposition has no scripted teacher
     env = make_env(config)
     assert env.members["gdpr"].warmstart_tasks() == []
     tasks = env.warmstart_tasks()
@@ -180,15 +179,36 @@ def test_a_member_whose_teacher_has_no_tasks_is_left_to_grpo():
 @pytest.mark.parametrize(
     ("yaml_text", "message"),
     [
-        ("env:\n  name: mix\n", "needs `env.mix`"),
-        ("env:\n  name: mix\n  mix: [{name: gdpr}, {name: gdpr}]\n", "listed twice"),
-        ("env:\n  name: mix\n  mix: [{name: gdpr, weight: 0}]\n", "`env.mix[0].weight`"),
-        ("env:\n  name: gdpr\n  mix: [{name: gdpr}]\n", "set it to `mix`"),
-        ("env:\n  name: mix\n  mix: [{name: gdpr}]\n  mix_temperature: 0\n", "mix_temperature"),
-        ("env:\n  name: mix\n  mix: [{name: gdpr}]\n  mix_weighting: odd\n", "mix_weighting"),
+        ("env:\n  type: mix\n", "needs `env.members`"),
         (
-            "env:\n  name: mix\n  mix: [{name: debate}]\n  debate: {reward_mode: adversarial}\n",
-            "needs `grpo.advantages: role`",
+            "env:\n  type: mix\n  members: [{env: {type: gdpr}}, {env: {type: gdpr}}]\n",
+            "`env.members[1]`: 'gdpr' is listed twice",
+        ),
+        (
+            "env:\n  type: mix\n  members: [{env: {type: gdpr}, weight: 0}]\n",
+            "`env.members[0].weight`",
+        ),
+        (
+            "env:\n  type: mix\n  members: [{env: {type: gdpr}, warmstart_share: 0}]\n",
+            "`env.members[0].warmstart_share`",
+        ),
+        (
+            "env:\n  type: mix\n  members:\n    - {env: {type: gdpr}}\n"
+            "    - {env: {type: mix, members: [{env: {type: argument}}]}}\n",
+            "`env.members[1]` is a mixture",
+        ),
+        ("env:\n  type: gdpr\n  members: [{env: {type: gdpr}}]\n", "`members` are not valid"),
+        (
+            "env:\n  type: mix\n  members: [{env: {type: gdpr}}]\n  mix_temperature: 0\n",
+            "`env.mix_temperature`",
+        ),
+        (
+            "env:\n  type: mix\n  members: [{env: {type: gdpr}}]\n  mix_weighting: odd\n",
+            "`env.mix_weighting`",
+        ),
+        (
+            "env:\n  type: mix\n  members: [{env: {type: debate, reward_mode: adversarial}}]\n",
+            "`env.members[0].env.reward_mode: adversarial` needs `grpo.advantages: role`",
         ),
     ],
 )
@@ -199,15 +219,24 @@ def test_bad_mixtures_are_refused_naming_the_key(tmp_path, yaml_text, message):
         load_config(path)
 
 
-def test_an_unregistered_member_is_named():
-    config = _config()
-    config.mix.append(MixMember("nope"))
-    with pytest.raises(ValueError, match=r"`env.mix\[3\].name` is 'nope'; registered: statute"):
-        make_env(config)
+def test_an_unregistered_member_is_named(tmp_path):
+    path = tmp_path / "mix.yaml"
+    path.write_text(
+        "env:\n  type: mix\n  members:\n    - {env: {type: statute}}\n"
+        "    - {env: {type: gdpr}}\n    - {env: {type: argument}}\n    - {env: {type: nope}}\n"
+    )
+    with pytest.raises(ConfigError, match=r"`env.members\[3\].env.type` is 'nope'; registered: statute"):
+        load_config(path)
 
 
 def test_a_mixture_config_loads(tmp_path):
     path = tmp_path / "mix.yaml"
-    path.write_text("env:\n  name: mix\n  mix: [{name: gdpr, weight: 2}, {name: argument}]\n")
+    path.write_text(
+        "env:\n  type: mix\n  members: [{env: {type: gdpr}, weight: 2}, {env: {type: argument}}]\n"
+    )
     config = load_config(path)
-    assert [(m.name, m.weight) for m in config.env.mix] == [("gdpr", 2.0), ("argument", 1.0)]
+    assert [(m.env.name, m.weight) for m in config.env.members] == [
+        ("gdpr", 2.0),
+        ("argument", 1.0),
+    ]
+    assert config.env.member_names() == ["gdpr", "argument"]

@@ -7,7 +7,10 @@ import subprocess
 
 import yaml
 
-from lexrl.config import Config, MixMember
+from lexrl.config import Config
+from lexrl.envs.debate.options import DebateEnvConfig
+from lexrl.envs.gdpr.options import GdprEnvConfig
+from lexrl.envs.mixture_options import MixEnvConfig, MixMember
 from lexrl.eval import provenance as provenance_module
 from lexrl.eval.provenance import (
     caps,
@@ -69,24 +72,33 @@ def test_the_endpoint_is_named_without_its_credentials():
 
 def test_sampling_and_caps_are_the_evaluated_envs_own():
     config = Config()
-    config.env.name = "mix"
-    config.env.mix = [MixMember("gdpr"), MixMember("debate")]
-    config.env.gdpr.max_new_tokens = 40
+    config.env = MixEnvConfig(
+        members=[
+            MixMember(env=GdprEnvConfig(max_new_tokens=40)),
+            MixMember(env=DebateEnvConfig()),
+        ]
+    )
     config.eval.greedy = True
     config.eval.samples_per_task = 4
     drawn = sampling(config)
     assert (drawn["greedy"], drawn["samples_per_task"], drawn["top_p"]) == (True, 4, 1.0)
     assert drawn["temperatures"] == {
-        "env.gdpr.temperature": 1.0,
-        "env.debate.debater_temperature": 0.7,
-        "env.debate.judge_temperature": 0.1,
+        "env.members[0].env.temperature": 1.0,
+        "env.members[1].env.debater_temperature": 0.7,
+        "env.members[1].env.judge_temperature": 0.1,
     }
     limits = caps(config)
-    assert limits["rollout.max_new_tokens"] == 96 and limits["env.gdpr.max_new_tokens"] == 40
+    assert limits["rollout.max_new_tokens"] == 96
+    assert limits["env.members[0].env.max_new_tokens"] == 40
     # Unset per-role caps (None: `rollout.max_new_tokens`) and other envs' are left out.
-    assert "env.gdpr.agent_max_new_tokens" not in limits
-    assert "env.statute.max_new_tokens" not in limits
-    assert limits["env.debate.judge_max_new_tokens"] == 500
+    assert "env.members[0].env.agent_max_new_tokens" not in limits
+    assert all(key.startswith(("rollout.", "env.members[")) for key in limits)
+    assert limits["env.members[1].env.judge_max_new_tokens"] == 500
+    # A single env's options sit under `env` itself.
+    single = Config()
+    single.env = GdprEnvConfig(max_new_tokens=40)
+    assert sampling(single)["temperatures"] == {"env.temperature": 1.0}
+    assert caps(single)["env.max_new_tokens"] == 40
 
 
 def test_the_checkpoint_is_identified_by_its_adapters_digest(tmp_path):

@@ -1,5 +1,5 @@
-"""Options of the 3-ply argument environment (papers.md sec. 5; seed 004, "mitigating
-manipulation and enhancing persuasion": reflective multi-agent legal arguments with abstention)."""
+"""Options of the 3-ply argument environment (Zhang and Ashley 2025, "Mitigating
+Manipulation and Enhancing Persuasion", arXiv:2506.02992: reflective multi-agent legal arguments with abstention)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ KINDS = ("arguable", "mismatched", "non_arguable")
 FACTOR_LAYOUTS = ("inline", "by_side")
 GENERATORS = ("authors", "anchored")
 """How generated triples are drawn (`lexrl.envs.argument.scenarios`): the authors' generator
-(precedents built from the current case's factors, papers.md sec. 5) or lexrl's first one
+(precedents built from the current case's factors, docs/sources.md) or lexrl's first one
 (one shared factor anchored per precedent, the rest at random)."""
 MISMATCHED_MODES = ("flip_outcomes", "swap_precedents")
 """How a mismatched triple is made from the arguable one of the same seed: its outcomes flipped
@@ -33,7 +33,7 @@ class ArgumentEnvConfig(EnvConfig):
     """3-ply legal arguments over CATO factors that must abstain when they cannot be grounded."""
 
     workflow: str = "RMA"
-    """`SA`: one call writes all three plies (seed 004 sec. 3.4.1). `SA-EP`: the same with
+    """`SA`: one call writes all three plies (Zhang and Ashley 2025, sec. 3.4.1). `SA-EP`: the same with
     explicit abstention and factor-use instructions (sec. 3.4.2). `MA`: the plaintiff and
     defendant agents write their plies in turn (sec. 3.4.3). `RMA`: per ply the arguer drafts,
     the factor analyst checks it, the argument polisher reviews it, at most one revision, and
@@ -43,9 +43,9 @@ class ArgumentEnvConfig(EnvConfig):
     ranges). Otherwise a JSONL file of your own triples, one `{"id", "kind", "c1", "c2", "c3",
     "c2_outcome", "c3_outcome"}` a line, all of them the test split."""
     kinds: list[str] = field(default_factory=lambda: ["arguable", "mismatched", "non_arguable"])
-    """Scenario kinds generated (seed 004 sec. 4.2)."""
+    """Scenario kinds generated (Zhang and Ashley 2025, sec. 4.2)."""
     generator: str = "authors"
-    """`authors`: the distribution of the authors' `scenario_generator.py` (papers.md sec. 5):
+    """`authors`: the distribution of the authors' `scenario_generator.py` (docs/sources.md):
     each precedent takes 1-3 of the current case's factors of its winner's side, with
     probability 0.7 1-3 more of its other factors, then random ones, so precedents share about
     2.1 factors with the current case at complexity 3 and often equal it. `anchored`: lexrl's
@@ -54,26 +54,26 @@ class ArgumentEnvConfig(EnvConfig):
     mismatched: str = "swap_precedents"
     """How a generated mismatched triple is made from the arguable one of the same seed:
     `swap_precedents` (c2 and c3 swapped whole, factors with outcomes: the authors'
-    `scenario_generator.py`, papers.md sec. 5) or `flip_outcomes` (c2 won by the defendant, c3 by
+    `scenario_generator.py`, docs/sources.md) or `flip_outcomes` (c2 won by the defendant, c3 by
     the plaintiff, the overlaps kept). Every ply must abstain in both."""
     factor_names: bool = True
     """Render each factor in the prompt with its CATO name, "F4 Agreed-not-to-disclose
-    (pro-plaintiff)" (the paper's prompt, seed 004 Table 1), or by id and side alone, "F4
+    (pro-plaintiff)" (the paper's prompt, Zhang and Ashley 2025, Table 1), or by id and side alone, "F4
     (pro-plaintiff)": a prompt a third as long, in which a small model can find the factors two
     cases share (the CPU demo's 2-layer model does not learn it through the names)."""
     factor_layout: str = "inline"
     """How a case's factors are listed: `inline`, each id followed by its side, "F4
-    (pro-plaintiff); F11 (pro-defendant)" (the paper's order, seed 004 Table 1), or `by_side`,
+    (pro-plaintiff); F11 (pro-defendant)" (the paper's order, Zhang and Ashley 2025, Table 1), or `by_side`,
     the ids under their side in number order, "pro-plaintiff F4, F6; pro-defendant F11" (the
     same facts, in the order the teacher cites them). In a causal model an id listed inline
     cannot see its side, which comes after it; grouped, every id follows its side. The CPU
     demo's 2-layer model learns the choice of factors only from `by_side` (docs/benchmarks.md)."""
     complexity: int = 5
-    """Factors per case: complexity-1 to complexity+1 (seed 004 sec. 4.2: complexity 5 = 4-6)."""
+    """Factors per case: complexity-1 to complexity+1 (Zhang and Ashley 2025, sec. 4.2: complexity 5 = 4-6)."""
     train_per_kind: int = 2000
     """Generated training triples per kind."""
     test_per_kind: int = 90
-    """Generated held-out triples per kind (seed 004 sec. 4.2: 90 per scenario)."""
+    """Generated held-out triples per kind (Zhang and Ashley 2025, sec. 4.2: 90 per scenario)."""
     warmstart_kinds: list[str] = field(
         default_factory=lambda: ["arguable", "mismatched", "non_arguable"]
     )
@@ -99,7 +99,7 @@ class ArgumentEnvConfig(EnvConfig):
     """Tokens per ply, verdict and review; None: `rollout.max_new_tokens` (SA's one call gets
     three times as many)."""
     temperature: float = 1.0
-    """Sampling temperature of every agent (seed 004 sec. 4.1 does not give one for training;
+    """Sampling temperature of every agent (the paper's sec. 4.1 does not give one for training;
     evaluation runs use `eval.greedy` for the paper's deterministic setting)."""
     abstention_weight: float = 0.25
     """Reward weight of the share of plies whose decision is right: abstain (fabricating nothing)
@@ -108,13 +108,13 @@ class ArgumentEnvConfig(EnvConfig):
     Small beside `utilisation_weight`: the decision alone can be read off the prompt by a rule
     (the precedent's outcome line and a shared factor id), so it must not carry the reward."""
     hallucination_weight: float = 0.25
-    """Reward weight of hallucination accuracy, max(0, 1 - N_h / N_gt) (seed 004 eq. 1-2), over
+    """Reward weight of hallucination accuracy, max(0, 1 - N_h / N_gt) (Zhang and Ashley 2025, eq. 1-2), over
     the plies that argue rightly only: an abstention claims nothing, so it earns no credit for
     fabricating nothing. Small for the same reason: citing only listed factors is free to a
     rule, and `utilisation` already counts a fabricated citation against the ply."""
     utilisation_weight: float = 4.0
     """Reward weight of the argument quality (`grounding.argument_quality`: the side-aware form
-    of Rec_U, seed 004 eq. 3-4 with the CATO analogies and distinctions of sec. 3.1 and 4.1) of
+    of Rec_U, Zhang and Ashley 2025, eq. 3-4 with the CATO analogies and distinctions of sec. 3.1 and 4.1) of
     the plies that argue rightly. The largest weight: arguing is the skill. With the test split's
     equal kinds, a rule that decides every ply rightly and cites every factor c1 shares with the
     precedent, whatever side it favours (quality about 0.42 on arguable triples), earns
@@ -125,7 +125,7 @@ class ArgumentEnvConfig(EnvConfig):
     decided rightly (valid JSON with the wrong decision earns nothing)."""
     over_abstention_penalty: float = 0.0
     """Reward taken per share of plies that abstain where an argument can be grounded (an
-    over-cautious ply: Rec_U 0, seed 004 eq. 3-4, sec. 1's persuasion goal). 0, the paper's
+    over-cautious ply: Rec_U 0, Zhang and Ashley 2025, eq. 3-4, sec. 1's persuasion goal). 0, the paper's
     scoring, makes abstaining there earn what an ungrounded argument earns, nothing; then a GRPO
     group of an arguable triple in which no sample argues rightly has no advantage, while every
     group of a triple that must abstain pushes towards abstaining, and a small policy that cannot
@@ -135,7 +135,7 @@ class ArgumentEnvConfig(EnvConfig):
     group's advantages are divided by its own spread); `configs/argument_cpu.yaml` sets 0.5."""
     failed_abstention_penalty: float = 0.0
     """Reward taken per share of plies that do not abstain where they must: the manipulation of
-    seed 004 sec. 1, an argument where none can be grounded (the failures its "successful
+    Zhang and Ashley 2025, sec. 1, an argument where none can be grounded (the failures its "successful
     abstention" counts, sec. 4.4). 0, the paper's scoring, makes such a ply earn what a wrong
     abstention earns, nothing, against 0.3 for abstaining: a gap about a tenth of an arguable
     ply's. Under `grpo.scale_rewards: none` the arguable triples' larger gaps then win, and the

@@ -1,4 +1,5 @@
-"""Options of the multi-agent debate environment (papers.md sec. 3; seed 002, MAD legal)."""
+"""Options of the multi-agent debate environment (the MAD_legal technical report,
+"Multi-Agent Debate for Brazilian Legal Reasoning", 2024)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class DebateEnvConfig(EnvConfig):
     """`lexam`: a LEXam MCQ config (`lexam_config`), read by the LEXam env's loader; `barexam`:
     US bar-exam MCQs in the `reglab/barexam_qa` schema (`prompt`, `question`, `choice_a` ..
     `choice_d`, `answer`, `subject`); `oab`: Brazilian OAB open-ended questions in the
-    `ricardorudicz/oab_exams_guidelines` schema (seed 002 sec. 3.2)."""
+    `ricardorudicz/oab_exams_guidelines` schema (the report's sec. 3.2)."""
     source: str = "sample"
     """Where the dataset is read from: a Hub id, a local file or folder, or (`lexam`) `sample`,
     the attributed English LEXam sample shipped with lexrl."""
@@ -79,7 +80,7 @@ class DebateEnvConfig(EnvConfig):
     judges: list[JudgeConfig] = field(default_factory=list)
     """`judge: external`: the endpoint whose model judges the debate (the first one)."""
     rubric_judges: list[JudgeConfig] = field(default_factory=list)
-    """Open-ended questions: the rubric judges scoring the final answer (seed 002 sec. 5.2.3:
+    """Open-ended questions: the rubric judges scoring the final answer (the report's sec. 5.2.3:
     GPT-4o-mini; correctness 0-4 + reasoning 0-3 + citations 0-4, over 11). Needed unless
     `rubric_weight` is 0."""
     judge_trainable: bool = True
@@ -89,15 +90,15 @@ class DebateEnvConfig(EnvConfig):
     judge_cache_dir: str = ".lexrl_cache/judge"
     """On-disk cache of external judge replies."""
     debater_temperature: float = 0.7
-    """Sampling temperature of the debaters (seed 002 sec. 4: 0.7)."""
+    """Sampling temperature of the debaters (the report's sec. 4: 0.7)."""
     judge_temperature: float = 0.1
-    """Sampling temperature of the policy as judge (seed 002 sec. 4: 0.1). An external judge
+    """Sampling temperature of the policy as judge (the report's sec. 4: 0.1). An external judge
     samples as its entry in `judges` says (set `temperature: 0.1`, `max_tokens: 500` there for
     the paper's)."""
     debater_max_new_tokens: int = 2000
-    """Tokens per debater turn (seed 002 sec. 4: 2,000)."""
+    """Tokens per debater turn (the report's sec. 4: 2,000)."""
     judge_max_new_tokens: int = 500
-    """Tokens of the policy's judgment (seed 002 sec. 4: 500)."""
+    """Tokens of the policy's judgment (the report's sec. 4: 500)."""
     invalid_penalty: float = 0.5
     """Subtracted once when debater Y, re-asked once, still names no option other than X's
     (an invalid action): from Y's reward in `adversarial` mode, from the episode's otherwise.
@@ -118,7 +119,7 @@ class DebateEnvConfig(EnvConfig):
     Hub id or local folder; the paper: `neuralmind/bert-base-portuguese-cased`). Empty: none."""
     bertscore_layers: int | None = None
     """Hidden layer BERTScore reads (None: the `bert-score` package's tuned layer for models it
-    knows, else the last layer; it has none for BERTimbau and the seed names none)."""
+    knows, else the last layer; it has none for BERTimbau and the report names none)."""
 
     CHOICES = {
         "dataset": DATASETS,

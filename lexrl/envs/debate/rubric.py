@@ -3,7 +3,7 @@ Debate for Brazilian Legal Reasoning" (2024), sec. 5.2.3): correctness 0-4, reas
 citations 0-4 against the reference answer, scored (sum) / 11.
 
 The judge's prompt is `prompts/rubric_judge_system.txt` and `prompts/rubric_judge_user.txt`
-(task, question, reference, candidate answer and criteria in XML tags, as the seed). Its reply
+(task, question, reference, candidate answer and criteria in XML tags, as the report). Its reply
 ends with one whole number per criterion, either as tags or as lines:
 
     <correctness>3</correctness>         Correctness: 3

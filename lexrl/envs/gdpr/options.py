@@ -1,4 +1,5 @@
-"""Options of the GDPR deductive-reasoning environment (papers.md sec. 2; seed 000, MASLegalBench)."""
+"""Options of the GDPR deductive-reasoning environment (Jing et al. 2025,
+"MASLegalBench", arXiv:2509.24922)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
 
 AGENTS = ("F", "LR", "AR", "CS")
 CONFIGURATIONS = ("F", "LR", "F+LR", "AR", "CS", "AR+CS", "F+LR+AR", "F+LR+AR+CS")
-"""The paper's eight agent configurations (seed 000 Table 2)."""
+"""The paper's eight agent configurations (Jing et al. 2025, Table 2)."""
 RETRIEVERS = ("bm25", "embedding")
 ROLE_OF_AGENT = {"F": "facts", "LR": "legal_rules", "AR": "application", "CS": "common_sense"}
 """The policy's role name for each agent of the live form."""
@@ -32,8 +33,7 @@ class GdprEnvConfig(EnvConfig):
     """`sample` (6 of the 15 cases, their Yes/No questions balanced within each case, shipped
     with lexrl: `lexrl/envs/gdpr/sample/README.md`; eval_fraction 0.5 holds out 108 questions
     of 3 cases, 0.3 only 63 of 2), the whole release's `save_to_disk` folder
-    (`../shared/data/maslegalbench/dataset` on the project's machines; github
-    HKUST-KnowComp/MASLegalBench `dataset/` elsewhere), a JSONL file of `{content, type,
+    (github HKUST-KnowComp/MASLegalBench, `dataset/`), a JSONL file of `{content, type,
     source}` rows, or a Hub id."""
     eval_fraction: float = 0.3
     """Share of the questions held out, whole cases at a time (`data.split_by_case`); below 0.95,
@@ -88,7 +88,7 @@ class GdprEnvConfig(EnvConfig):
     unparsable one -w / (n - 1), p the gold label's frequency among the training questions of
     its kind (add-one smoothed) and n the kind's number of labels; a perfect policy earns about
     1 on the training distribution and any policy that ignores the case (a constant label, the
-    kind's majority label, a uniform guess) about 0. The paper's goal (seed 000) is reasoning
+    kind's majority label, a uniform guess) about 0. The paper's goal (Jing et al. 2025) is reasoning
     from the case's facts and rules, measured against its random and prior (majority-label)
     baselines; exact match pays the prior most of the way (always "Yes"/"B" is right on 65% of
     the release's questions, 47% of the balanced sample's). `exact_match`: 1 for the right

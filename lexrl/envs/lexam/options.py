@@ -1,4 +1,5 @@
-"""Options of the LEXam environment (papers.md sec. 4; Fan et al. 2025, seed 003)."""
+"""Options of the LEXam environment (Fan et al. 2025, "LEXam: Benchmarking Legal
+Reasoning on 340 Law Exams", arXiv:2505.12864)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class LexamEnvConfig(EnvConfig):
     """Share of the questions held out for evaluation (LEXam has no training split; `split` says
     how it is carved out). At most 0.5 (`lexrl.envs.data.split_by_group`)."""
     split: str | None = None
-    """How the held-out questions are chosen. `course`: whole courses (papers.md sec. 4: carve
+    """How the held-out questions are chosen. `course`: whole courses (docs/sources.md: carve
     by course, never by question; `split_by_course`). `facts`: each course in proportion, whole
     groups of questions that share a statement or context at a time (`split_by_facts`). None:
     `facts` for the shipped MCQ sample, whose English questions are 130 of one course and 20
@@ -60,11 +61,11 @@ class LexamEnvConfig(EnvConfig):
     """Weight of the MCQ `format` reward component: for a reply with a `###X###` marker, the
     marked answer's chance-normalised accuracy (1 right, -1/(k-1) wrong among k options), 0
     without a marker (`lexam.reward.mcq_reward`). 0 is the paper's reward, accuracy alone
-    (papers.md sec. 4). A guess earns 0 from the component in expectation, so a constant letter
+    (docs/sources.md). A guess earns 0 from the component in expectation, so a constant letter
     cannot live on it: at weight 0.5 it earns 1/6 of the teacher's reward on balanced gold
     letters, where a flat credit for any marker paid it half (docs/benchmarks.md)."""
     chance_normalised: bool = False
-    """MCQ `correct` as (acc - 1/k) / (1 - 1/k), k the number of options (papers.md sec. 4),
+    """MCQ `correct` as (acc - 1/k) / (1 - 1/k), k the number of options (docs/sources.md),
     so questions with different option counts weigh alike."""
     judges: list[JudgeConfig] = field(default_factory=list)
     """Open questions: the judge endpoints (paper: GPT-4o, DeepSeek-V3, Qwen3-32B). Empty: the

@@ -1,4 +1,5 @@
-"""Options of the statute env (LegalMALR, papers.md sec. 1; STARD and CSAID)."""
+"""Options of the statute env (LegalMALR: Li et al. 2026, arXiv:2601.17692;
+STARD and CSAID)."""
 
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ class StatuteEnvConfig(EnvConfig):
     one `{"id", "query", "gold": [article ids]}` a line."""
     split_path: str = ""
     """`stard`: `{"train": [query_id], "test": [...]}`; empty: the 1,234/309 split of later work,
-    shipped with lexrl (the same as ../shared/data/stard/split.json)."""
+    shipped with lexrl (the split of the LeCoQA release of STARD)."""
     corpus_path: str = ""
     """Corpus file: one `{"id", "name", "content"}` article a line (STARD's `corpus.jsonl`, and
     `jsonl`), or for `csaid` a JSON list of article strings. For `stard` and `csaid` it may be
