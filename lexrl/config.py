@@ -33,7 +33,7 @@ from lexrl.options import (
     check_choices,
     check_section,
 )
-from lexrl.registry import EnvConfig, default_env, discover_envs
+from lexrl.registry import EnvConfig, default_env, discover_envs, env_config_class
 from lexrl.secrets import URL, api_base_url, check_url, remember, server_root_url
 
 
@@ -618,6 +618,28 @@ def check_moved_keys(data: dict, path: str | Path | None) -> None:
                 )
 
 
+def check_env_types(data: dict, overrides: list[str], path: str | Path | None) -> None:
+    """Refuse an `env.type` (of the file, a mixture member's, or `--env.type`) that names no
+    registered env before draccus would, in one line with the registered names and, for a
+    plugin that failed to load, why (`lexrl.registry.env_config_class`)."""
+    env = data.get("env")
+    types_named = []
+    if isinstance(env, dict) and "type" in env:
+        types_named.append((f"{path}: `env.type`", env["type"]))
+    members = env.get("members") if isinstance(env, dict) else None
+    for index, member in enumerate(members if isinstance(members, list) else []):
+        inner = member.get("env") if isinstance(member, dict) else None
+        if isinstance(inner, dict) and "type" in inner:
+            types_named.append((f"{path}: `env.members[{index}].env.type`", inner["type"]))
+    for index, token in enumerate(overrides):
+        if token == "--env.type" and index + 1 < len(overrides):
+            types_named.append(("--env.type", overrides[index + 1]))
+        elif token.startswith("--env.type="):
+            types_named.append(("--env.type", token.split("=", 1)[1]))
+    for key, name in types_named:
+        env_config_class(str(name), key.removeprefix("None: "))
+
+
 def _override_names(overrides: list[str]) -> list[str]:
     """The dotted keys of `--key value` and `--key=value` overrides."""
     return [token[2:].split("=", 1)[0] for token in overrides if token.startswith("--")]
@@ -693,6 +715,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         raise ConfigError(f"config file not found: {path}")
     data = read_yaml(path) if path is not None else {}
     check_moved_keys(data, path)
+    check_env_types(data, args, path)
     check_option_names(args)
     check_override_shape(args)
     parser = ArgumentParser(

@@ -173,10 +173,12 @@ def _resolve(path: str) -> tuple[type, str]:
     return cls, written.removeprefix("--" if "[]" in written else "")
 
 
-def section_paths(cls: type = Config, prefix: str = "") -> list[str]:
+def section_paths(cls: type = Config, prefix: str = "", above: tuple[type, ...] = ()) -> list[str]:
     """Every section path below `cls`, entry types of lists included (`env.lexam.judges`), and
-    below an env field each registered env's (`env.lexam`)."""
+    below an env field each registered env's (`env.lexam`), but an env's own within itself (a
+    mixture's members are any env but a mixture)."""
     paths = []
+    above = (*above, cls)
     hints = typing.get_type_hints(cls)
     for item in fields(cls):
         hint = hints[item.name]
@@ -185,10 +187,11 @@ def section_paths(cls: type = Config, prefix: str = "") -> list[str]:
             path = f"{prefix}{item.name}"
             paths.append(path)
             for name, choice in discover_envs().items():
-                paths += [f"{path}.{name}", *section_paths(choice, f"{path}.{name}.")]
+                if choice not in above:
+                    paths += [f"{path}.{name}", *section_paths(choice, f"{path}.{name}.", above)]
         elif is_dataclass(inner):
             path = f"{prefix}{item.name}"
-            paths += [path, *section_paths(inner, f"{path}.")]
+            paths += [path, *section_paths(inner, f"{path}.", above)]
     return paths
 
 

@@ -195,9 +195,10 @@ def env_config_class(name: str, key: str = "env.type") -> type[EnvConfig]:
     if name in known:
         return known[name]
     failure = failed_plugins().get(name)
+    where = key if key.endswith("`") else f"`{key}`"
     if failure:
-        raise ConfigError(f"`{key}` is {name!r}, whose plugin failed to load ({failure})")
-    raise ConfigError(f"`{key}` is {name!r}; registered: {', '.join(known)}")
+        raise ConfigError(f"{where} is {name!r}, whose plugin failed to load ({failure})")
+    raise ConfigError(f"{where} is {name!r}; registered: {', '.join(known)}")
 
 
 def default_env() -> EnvConfig:
