@@ -196,7 +196,7 @@ def _parser() -> argparse.ArgumentParser:
         "file per role, tasks from a small JSONL, a reward, a scripted teacher, degenerate\n"
         "policies, a CPU config and a test), found by lexrl through its `lexrl.envs` entry\n"
         "point once installed.",
-        epilog="Then:\n  pip install -e NAME\n  cd NAME && pytest tests\n"
+        epilog="Then:\n  pip install -e ./NAME\n  cd NAME && pytest tests\n"
         "  lexrl audit configs/NAME_cpu.yaml\n  lexrl train configs/NAME_cpu.yaml",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -397,10 +397,11 @@ def _new_env(args: argparse.Namespace, overrides: list[str]) -> None:
         raise ConfigError(f"new-env: unknown argument(s) {' '.join(overrides)}")
     roles = tuple(role.strip() for role in args.roles.split(",") if role.strip())
     root = write_env(args.name, roles, Path(args.dir))
+    shown = root if root.is_absolute() else f"./{root}"
     print(
         f"wrote {root}: the env {args.name!r} (roles {', '.join(roles)}). Next:\n"
-        f"  pip install -e {root}\n"
-        f"  cd {root} && pytest tests\n"
+        f"  pip install -e {shown}\n"
+        f"  cd {shown} && pytest tests\n"
         f"  lexrl audit configs/{args.name}_cpu.yaml\n"
         f"  lexrl train configs/{args.name}_cpu.yaml"
     )

@@ -40,7 +40,7 @@ class EchoQaConfig(EnvConfig):
         return EchoQaEnv(self)
 '''
 
-ENV = '''
+ENV = """
 import random
 
 from lexrl.envs.base import Env
@@ -81,7 +81,7 @@ class EchoQaEnv(Env):
 
     def text_corpus(self):
         return [q for q, _ in QUESTIONS] + ["yes", "no", "Restate the question.", "Answer yes or no."]
-'''
+"""
 
 CONFIG = """
 model:

@@ -13,9 +13,11 @@ from lexrl.envs.argument.env import FORCED_TERMINATION, ArgumentEnv
 from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.argument.scenarios import TABLE_1
 from lexrl.envs.base import ReportRequest
+from lexrl.errors import ConfigError
 from lexrl.rewards.judge import JudgeClient, JudgeConfig
 from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Group, Task
+from tests.env_options import load_env
 from tests.rewards.test_judge import FakeServer
 
 WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
@@ -258,10 +260,10 @@ def test_the_teacher_writes_warm_start_turns_for_every_role(tokenizer):
 
 
 def test_options_are_checked_and_splits_come_from_disjoint_seeds():
-    with pytest.raises(ValueError, match="workflow"):
-        small_env(workflow="debate")
-    with pytest.raises(ValueError, match="need `judges`"):
-        small_env(workflow="RMA", analyst="judge")
+    with pytest.raises(ConfigError, match="`env.workflow` is 'debate'"):
+        load_env("argument", workflow="debate")
+    with pytest.raises(ConfigError, match="`env`: .*need `judges`"):
+        load_env("argument", workflow="RMA", analyst="judge")
     env = small_env()
     train, test = env.tasks("train"), env.tasks("test")
     assert len(train) == 15 and len(test) == 18

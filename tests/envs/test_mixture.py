@@ -225,7 +225,9 @@ def test_an_unregistered_member_is_named(tmp_path):
         "env:\n  type: mix\n  members:\n    - {env: {type: statute}}\n"
         "    - {env: {type: gdpr}}\n    - {env: {type: argument}}\n    - {env: {type: nope}}\n"
     )
-    with pytest.raises(ConfigError, match=r"`env.members\[3\].env.type` is 'nope'; registered: statute"):
+    with pytest.raises(
+        ConfigError, match=r"`env.members\[3\].env.type` is 'nope'; registered: statute"
+    ):
         load_config(path)
 
 
