@@ -1,10 +1,13 @@
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from lexrl.config import Config, ConfigError, load_config, option_names
+from lexrl.config import CHOICES, Config, ConfigError, load_config, option_names, read_yaml
+from lexrl.registry import EnvConfig, discover_envs, env_names
 
 CONFIG_DIR = Path(__file__).parents[1] / "configs"
 CONFIGS = sorted([*CONFIG_DIR.glob("*.yaml"), *CONFIG_DIR.glob("api/*.yaml")])
@@ -22,9 +25,12 @@ def test_every_shipped_config_loads(path):
 def test_override_sets_nested_field(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("grpo:\n  num_generations: 4\n")
-    config = load_config(path, ["--grpo.num_generations", "6", "--env.statute.alpha", "0.3"])
+    config = load_config(path, ["--grpo.num_generations", "6", "--env.alpha", "0.3"])
     assert config.grpo.num_generations == 6
-    assert config.env.statute.alpha == 0.3
+    assert config.env.name == "statute"  # the default env, whose option `alpha` is
+    assert config.env.alpha == 0.3
+    config = load_config(path, ["--env.type", "lexam", "--env.source", "mine.jsonl"])
+    assert (config.env.name, config.env.source) == ("lexam", "mine.jsonl")
 
 
 def test_unknown_key_names_file_and_key(tmp_path):
@@ -36,8 +42,8 @@ def test_unknown_key_names_file_and_key(tmp_path):
 
 def test_wrong_type_names_the_dotted_key(tmp_path):
     path = tmp_path / "bad.yaml"
-    path.write_text("env:\n  statute:\n    max_iterations: four\n")
-    with pytest.raises(ConfigError, match=r"env\.statute\.max_iterations"):
+    path.write_text("env:\n  type: statute\n  max_iterations: four\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: `env\.max_iterations`"):
         load_config(path)
 
 
@@ -57,12 +63,15 @@ def test_missing_file_is_named(tmp_path):
     ("overrides", "message"),
     [
         (["--rollout.overlap", "true"], "rollout.overlap. needs .rollout.backend: vllm-server"),
+        (["--env.eval.baselines", "[bm25,splade]"], "`env.eval.baselines` has 'splade'"),
         (
-            ["--env.statute.eval.baselines", "[bm25,splade]"],
-            "env.statute.eval.baselines. has 'splade'",
+            ["--env.eval.final_reranker.model", "qwen-max"],
+            "`env.eval.final_reranker.model` is set but `base_url` is empty",
         ),
-        (["--env.statute.eval.final_reranker.model", "qwen-max"], "base_url. is empty"),
-        (["--env.statute.retrieval.first_stage", "dense"], "dense_model. is empty"),
+        (
+            ["--env.type", "statute", "--env.retrieval.first_stage", "dense"],
+            "`env.retrieval.first_stage` is dense but `dense_model` is empty",
+        ),
         (["--grpo.importance_sampling", "sometimes"], "grpo.importance_sampling"),
     ],
 )
@@ -75,7 +84,7 @@ def test_inconsistent_settings_are_named(overrides, message):
     ("override", "message"),
     [
         ("--grpo.nume_generations", r"^unknown option --grpo\.nume_generations; did you mean --grpo\.num_generations\?$"),
-        ("--env.statute.retrieval.bm25_varient=stard", r"did you mean --env\.statute\.retrieval\.bm25_variant\?$"),
+        ("--env.retrieval.bm25_varient=stard", r"did you mean --env\.retrieval\.bm25_variant\?$"),
         ("--zzz", r"^unknown option --zzz \(--help-all lists every key\)$"),
     ],
 )  # fmt: skip
@@ -86,25 +95,28 @@ def test_a_mistyped_option_is_one_line_with_the_closest_key(override, message):
 
 def test_every_field_is_a_known_option():
     names = option_names()
-    assert {"grpo.num_generations", "env.statute.retrieval.dense_model", "run.seed"} <= set(names)
+    assert {"grpo.num_generations", "env.retrieval.dense_model", "run.seed"} <= set(names)
+    assert {"env.type", "env.members", "env.source", "env.eval.final_reranker.model"} <= set(names)
     assert load_config(None, [f"--{name}" for name in ["run.seed"]] + ["5"]).run.seed == 5
 
 
 def test_a_moved_key_names_its_new_place(tmp_path):
     path = tmp_path / "old.yaml"
     path.write_text("eval:\n  ks: [10]\n")
-    with pytest.raises(ConfigError, match=r"old.yaml: `eval.ks` moved to `env.statute.eval.ks`"):
+    with pytest.raises(ConfigError, match=r"old.yaml: `eval.ks` moved to `env.eval.ks`"):
         load_config(path)
-    with pytest.raises(ConfigError, match="--env.statute.eval.final_reranker.model"):
+    with pytest.raises(ConfigError, match="moved to --env.eval.final_reranker.model"):
         load_config(None, ["--eval.final_reranker.model", "qwen-max"])
 
 
 def test_adversarial_debate_needs_role_advantages(tmp_path):
     path = tmp_path / "debate.yaml"
-    path.write_text("env:\n  name: debate\n  debate:\n    reward_mode: adversarial\n")
-    with pytest.raises(ConfigError, match="grpo.advantages: role"):
+    path.write_text("env:\n  type: debate\n  reward_mode: adversarial\n")
+    with pytest.raises(
+        ConfigError, match="`env.reward_mode: adversarial` needs `grpo.advantages: role`"
+    ):
         load_config(path)
-    assert load_config(path, ["--grpo.advantages", "role"]).env.debate.reward_mode == "adversarial"
+    assert load_config(path, ["--grpo.advantages", "role"]).env.reward_mode == "adversarial"
 
 
 @pytest.mark.parametrize("command", ["train", "eval", "rollout", "index", "serve"])
@@ -180,17 +192,113 @@ def test_a_wrongly_shaped_value_is_one_line(tmp_path):
 
 
 def test_an_unregistered_env_lists_the_registered_ones():
-    registered = "statute, lexam, argument, debate, gdpr"
+    registered = env_names()
     with pytest.raises(ConfigError) as error:
-        load_config(None, ["--env.name", "gpdr"])
-    assert str(error.value) == f"`env.name` is 'gpdr'; registered: {registered}, or `mix`"
+        load_config(None, ["--env.type", "gpdr"])
+    message = str(error.value)
+    assert "\n" not in message and "env.type` is 'gpdr'" in message
+    assert all(name in message for name in registered), message
+    members = "[{env: {type: gdpr}}, {env: {type: lexamm}}]"
     with pytest.raises(ConfigError) as error:
-        load_config(None, ["--env.name", "mix", "--env.mix", "[{name: gdpr}, {name: lexamm}]"])
-    assert str(error.value) == f"`env.mix[1].name` is 'lexamm'; registered: {registered}"
+        load_config(None, ["--env.type", "mix", "--env.members", members])
+    message = str(error.value)
+    assert "\n" not in message and "'lexamm'" in message
+    # Named like the file's members (`env.members[1].env.type`), with the registered names.
+    assert "`env.members[1].env.type` is 'lexamm'; registered: " in message, message
+    assert all(name in message for name in registered), message
 
 
 def test_the_config_layer_knows_every_registered_env_by_name():
-    from lexrl.config import ENV_NAMES
-    from lexrl.envs import REGISTRY
+    envs = discover_envs()
+    # lexrl's own envs are plugins like any other: found through their entry points.
+    assert {"statute", "lexam", "argument", "debate", "gdpr", "mix"} <= set(envs)
+    names = set(option_names())
+    for name, cls in envs.items():
+        assert issubclass(cls, EnvConfig) and cls().name == name
+        # Every registered env's options can be set on the command line, below `env`.
+        for item in dataclasses.fields(cls):
+            key = f"env.{item.name}"
+            assert key in names or any(n.startswith(f"{key}.") for n in names), key
+        assert (
+            load_config(
+                None,
+                ["--env.type", name]
+                if name != "mix"
+                else ["--env.type", "mix", "--env.members", "[{env: {type: statute}}]"],
+            ).env.name
+            == name
+        )
+    # The core's choices are the core's own: each env carries its own.
+    assert not any(key.startswith("env.") for key in CHOICES)
+    assert Config().env.name == "statute"
 
-    assert tuple(REGISTRY) == ENV_NAMES
+
+def _old_shape(env: dict) -> dict:
+    """An `env` section as it was written before envs became plugins: `name` and a section per
+    env (`{name: T, T: {...}}`), a mixture's members under `mix` as `{name: T, weight: W}`."""
+    env = dict(env)
+    name = env.pop("type", "statute")
+    old: dict = {"name": name}
+    if name != "mix":
+        if env:
+            old[name] = env
+        return old
+    members = []
+    for member in env.pop("members"):
+        member = dict(member)
+        options = dict(member.pop("env"))
+        member_name = options.pop("type", "statute")
+        members.append({"name": member_name, **member})
+        if options:
+            old[member_name] = options
+    return {**old, "mix": members, **env}
+
+
+WITH_ENV = [path for path in CONFIGS if "env" in read_yaml(path)]
+
+
+def test_the_old_shape_conversion_covers_single_envs_and_mixtures():
+    assert len(WITH_ENV) >= 20
+    assert _old_shape({"type": "lexam", "source": "x"}) == {
+        "name": "lexam",
+        "lexam": {"source": "x"},
+    }
+    mix = {
+        "type": "mix",
+        "members": [{"env": {"type": "gdpr", "system": "none"}, "weight": 2, "warmstart_share": 1}],
+        "mix_weighting": "given",
+    }
+    assert _old_shape(mix) == {
+        "name": "mix",
+        "mix": [{"name": "gdpr", "weight": 2, "warmstart_share": 1}],
+        "gdpr": {"system": "none"},
+        "mix_weighting": "given",
+    }
+
+
+@pytest.mark.parametrize("path", WITH_ENV, ids=[p.name for p in WITH_ENV])
+def test_a_shipped_config_in_the_old_env_shape_is_refused_as_moved(path, tmp_path):
+    data = read_yaml(path)
+    data["env"] = _old_shape(data["env"])
+    old = tmp_path / path.name
+    old.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ConfigError) as error:
+        load_config(old)
+    message = str(error.value)
+    assert "\n" not in message and "moved" in message, message
+    assert message.startswith(f"{old}: `env."), message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["--env.name", "lexam"], "option --env.name moved to --env.type"),
+        (["--env.statute.alpha", "0.3"], "option --env.statute.alpha moved to --env.alpha"),
+        (["--env.lexam.source", "x.jsonl"], "option --env.lexam.source moved to --env.source"),
+        (["--env.mix", "[{name: gdpr}]"], "option --env.mix moved to --env.members"),
+    ],
+)
+def test_an_old_env_key_on_the_command_line_is_one_line_naming_its_new_place(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        load_config(None, overrides)
+    assert "\n" not in str(error.value) and str(error.value).startswith(message), error.value

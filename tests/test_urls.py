@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from lexrl.cli import main
 from lexrl.config import _URL_FIELD, Config, ConfigError, load_config
+from lexrl.registry import discover_envs
 from lexrl.secrets import (
     MASK,
     api_base_url,
@@ -25,16 +26,29 @@ from lexrl.secrets import (
 KEY = "sk-lexrl-canary-5f3a9c1e7b2d4680"
 DEMO = str(Path(__file__).parents[1] / "configs" / "demo_cpu.yaml")
 
+CORE_URL_FIELDS = ["rollout.base_url", "rollout.vllm_urls[0]"]
+ENV_URL_FIELDS = {
+    "statute": [
+        "env.retrieval.dense_endpoint",
+        "env.retrieval.reranker_endpoint",
+        "env.eval.final_reranker.base_url",
+    ],
+    "lexam": ["env.judges[0].base_url"],
+    "argument": ["env.judges[0].base_url"],
+    "debate": ["env.judges[0].base_url", "env.rubric_judges[0].base_url"],
+}
+"""The URL fields of each env's options, set beside `env.type: NAME`."""
+
 URL_FIELDS = [
-    "rollout.base_url",
-    "rollout.vllm_urls[0]",
-    "env.statute.retrieval.dense_endpoint",
-    "env.statute.retrieval.reranker_endpoint",
-    "env.statute.eval.final_reranker.base_url",
-    "env.lexam.judges[0].base_url",
-    "env.argument.judges[0].base_url",
-    "env.debate.judges[0].base_url",
-    "env.debate.rubric_judges[0].base_url",
+    *[pytest.param(None, field, id=field) for field in CORE_URL_FIELDS],
+    *[
+        pytest.param(env, field, id=f"{env}:{field}")
+        for env, fields in ENV_URL_FIELDS.items()
+        for field in fields
+    ],
+    # A mixture member's are named by their place in `env.members`.
+    pytest.param("mix", "env.members[0].env.judges[0].base_url", id="mix:lexam judge"),
+    pytest.param("mix", "env.members[0].env.retrieval.dense_endpoint", id="mix:statute dense"),
 ]
 
 BAD_URLS = {
@@ -65,8 +79,11 @@ def _url_fields(cls: type, prefix: str = "") -> list[str]:
 
 
 def test_every_url_field_of_the_config_is_checked():
-    assert sorted(_url_fields(Config)) == sorted(URL_FIELDS)
-    assert all(_URL_FIELD.search(field) for field in URL_FIELDS)
+    assert sorted(_url_fields(Config)) == sorted(CORE_URL_FIELDS)
+    for name, cls in discover_envs().items():
+        assert sorted(_url_fields(cls, "env.")) == sorted(ENV_URL_FIELDS.get(name, [])), name
+    fields = [*CORE_URL_FIELDS, *(f for fs in ENV_URL_FIELDS.values() for f in fs)]
+    assert all(_URL_FIELD.search(field) for field in fields)
 
 
 def _nested(dotted: str, value: object) -> dict:
@@ -79,12 +96,25 @@ def _nested(dotted: str, value: object) -> dict:
     return {head: _nested(rest, value) if rest else value}
 
 
-@pytest.mark.parametrize("field", URL_FIELDS)
+def _config_setting(env: str | None, field: str, value: object) -> dict:
+    """The YAML mapping setting `field` to `value` under `env.type: env`; a mixture's one
+    member is the lexam env for a judge's field, else the statute env."""
+    data = _nested(field, value)
+    if env == "mix":
+        member = data["env"]["members"][0]
+        member.pop("model")  # `_nested` names the list's elements judges
+        member["env"]["type"] = "lexam" if ".judges[" in field else "statute"
+    if env is not None:
+        data["env"]["type"] = env
+    return data
+
+
+@pytest.mark.parametrize(("env", "field"), URL_FIELDS)
 @pytest.mark.parametrize("case", list(BAD_URLS))
-def test_a_url_with_credentials_is_refused_naming_the_field_not_the_key(tmp_path, field, case):
+def test_a_url_with_credentials_is_refused_naming_the_field_not_the_key(tmp_path, env, field, case):
     url, said = BAD_URLS[case]
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(_nested(field, url)))
+    path.write_text(yaml.safe_dump(_config_setting(env, field, url)))
     with pytest.raises(ConfigError) as error:
         load_config(path)
     message = str(error.value)
@@ -112,13 +142,15 @@ def test_the_command_line_refuses_it_with_exit_2_and_no_key(capsys):
 )
 def test_a_url_with_credentials_in_any_other_field_is_refused(value):
     with pytest.raises(ConfigError) as error:
-        load_config(None, ["--env.lexam.source", value])
-    assert str(error.value).startswith("`env.lexam.source` ") and KEY not in str(error.value)
+        load_config(None, ["--env.type", "lexam", "--env.source", value])
+    assert str(error.value).startswith("`env.source` ") and KEY not in str(error.value)
 
 
 def test_a_query_without_credentials_is_left_to_fields_that_are_no_endpoint():
-    config = load_config(None, ["--env.lexam.source", "https://host/data.jsonl?download=1"])
-    assert config.env.lexam.source.endswith("?download=1")
+    config = load_config(
+        None, ["--env.type", "lexam", "--env.source", "https://host/data.jsonl?download=1"]
+    )
+    assert config.env.source.endswith("?download=1")
 
 
 def test_the_backends_refuse_a_url_with_credentials_without_a_config():
@@ -182,7 +214,7 @@ def test_credential_parameters_by_name():
 
 # Every URL field takes the server's address with or without `/v1`; the config writes it the
 # one way its client takes it, so no consumer sees `/v1/v1` or a missing `/v1`.
-API_URL_FIELDS = [field for field in URL_FIELDS if field != "rollout.vllm_urls[0]"]
+API_URL_FIELDS = [param for param in URL_FIELDS if param.values[1] != "rollout.vllm_urls[0]"]
 
 
 def _field_value(config: Config, dotted: str) -> object:
@@ -195,7 +227,7 @@ def _field_value(config: Config, dotted: str) -> object:
     return value
 
 
-@pytest.mark.parametrize("field", API_URL_FIELDS)
+@pytest.mark.parametrize(("env", "field"), API_URL_FIELDS)
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
@@ -206,9 +238,11 @@ def _field_value(config: Config, dotted: str) -> object:
         ("https://generativelanguage.googleapis.com/v1beta/openai", None),
     ],
 )
-def test_an_api_url_field_takes_the_address_with_or_without_v1(tmp_path, field, given, expected):
+def test_an_api_url_field_takes_the_address_with_or_without_v1(
+    tmp_path, env, field, given, expected
+):
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(_nested(field, given)))
+    path.write_text(yaml.safe_dump(_config_setting(env, field, given)))
     assert _field_value(load_config(path), field) == (expected or given)
 
 
@@ -230,9 +264,15 @@ def test_the_builtin_judge_and_empty_urls_are_left_alone():
     assert api_base_url("builtin:reference-overlap") == "builtin:reference-overlap"
     assert api_base_url("") == "" and server_root_url("") == ""
     config = load_config(
-        None, ["--env.lexam.judges", "[{base_url: builtin:reference-overlap, model: m}]"]
+        None,
+        [
+            "--env.type",
+            "lexam",
+            "--env.judges",
+            "[{base_url: builtin:reference-overlap, model: m}]",
+        ],
     )
-    assert config.env.lexam.judges[0].base_url == "builtin:reference-overlap"
+    assert config.env.judges[0].base_url == "builtin:reference-overlap"
 
 
 def test_the_openai_backend_adds_v1_to_a_bare_address_without_a_config():

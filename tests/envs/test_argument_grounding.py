@@ -20,6 +20,7 @@ from lexrl.envs.argument.parsing import ParsedPly, parse_ply
 from lexrl.envs.argument.reward import ply_components, right_decision, triple_components
 from lexrl.envs.argument.scenarios import TABLE_1, generate_scenario
 from lexrl.errors import ConfigError
+from tests.env_options import load_env
 
 # Table 1: c1 = F4 (P), F5 (D), F23 (D); c2, won by the plaintiff = F2 (P), F4 (P), F16 (D);
 # c3, won by the defendant = F2 (P), F5 (D), F12 (P).
@@ -119,8 +120,8 @@ def test_by_side_lists_each_factor_under_the_side_it_favours():
 
 
 def test_an_unknown_factor_layout_is_refused_by_its_key():
-    with pytest.raises(ConfigError, match="env.argument.factor_layout: 'table'"):
-        ArgumentEnv(ArgumentEnvConfig(factor_layout="table", train_per_kind=1, test_per_kind=1))
+    with pytest.raises(ConfigError, match="`env.factor_layout` is 'table'"):
+        load_env("argument", factor_layout="table", train_per_kind=1, test_per_kind=1)
 
 
 def test_each_rule_decides_and_cites_as_its_name_says():

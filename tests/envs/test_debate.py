@@ -17,9 +17,11 @@ from lexrl.envs.debate.citations import extract_citations
 from lexrl.envs.debate.env import DebateEnv
 from lexrl.envs.debate.options import DebateEnvConfig
 from lexrl.envs.lexam.data import passages
+from lexrl.errors import ConfigError
 from lexrl.rewards.judge import JudgeClient, JudgeConfig
 from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Group, Task
+from tests.env_options import load_env
 from tests.rewards.test_judge import FakeServer
 
 OAB_FIXTURE = Path(__file__).parent / "data" / "oab_fixture.jsonl"
@@ -203,8 +205,8 @@ def test_the_course_split_holds_out_whole_courses():
     env = DebateEnv(DebateEnvConfig(lexam_split="course"))
     held = {t.meta["subject"] for t in env.questions("test")}
     assert held and not held & {t.meta["subject"] for t in env.questions("train")}
-    with pytest.raises(ValueError, match="lexam_split"):
-        DebateEnv(DebateEnvConfig(lexam_split="question"))
+    with pytest.raises(ConfigError, match="`env.lexam_split` is 'question'"):
+        load_env("debate", lexam_split="question")
 
 
 def test_report_counts_persuasion_on_hand_made_episodes(env, tokenizer):
@@ -310,13 +312,15 @@ def test_open_ended_oab_rewards_rubric_and_citations(tmp_path, tokenizer):
 
 
 def test_open_ended_needs_rubric_judges_and_refuses_adversarial():
-    with pytest.raises(ValueError, match="rubric_judges"):
-        DebateEnv(DebateEnvConfig(dataset="oab", source=str(OAB_FIXTURE)))
-    with pytest.raises(ValueError, match="adversarial"):
-        DebateEnv(
-            DebateEnvConfig(
-                dataset="oab", source=str(OAB_FIXTURE), reward_mode="adversarial", rubric_weight=0
-            )
+    with pytest.raises(ConfigError, match="`env.rubric_judges` is empty"):
+        load_env("debate", dataset="oab", source=str(OAB_FIXTURE))
+    with pytest.raises(ConfigError, match="`env.reward_mode: adversarial` needs options"):
+        load_env(
+            "debate",
+            dataset="oab",
+            source=str(OAB_FIXTURE),
+            reward_mode="adversarial",
+            rubric_weight=0,
         )
 
 

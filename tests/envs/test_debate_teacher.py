@@ -115,7 +115,7 @@ def test_no_degenerate_policy_earns_the_bound_of_the_teacher_on_the_cpu_test_spl
 def test_the_audit_catches_the_shortest_option_on_the_course_split():
     """Held out by whole courses, the sample's test questions mostly have the shortest option
     right: the audit flags it (why `lexam_split` defaults to `facts` for the sample)."""
-    env = make_env(load_config(CPU_CONFIG, ["--env.debate.lexam_split", "course"]).env)
+    env = make_env(load_config(CPU_CONFIG, ["--env.lexam_split", "course"]).env)
     rows = {row.policy: row for row in audit_env("debate", env, env.tasks("test"), None)}
     assert rows["shortest_option"].share > SHARE_BOUND
     assert rows["shortest_option"].headline == pytest.approx(0.7)

@@ -25,7 +25,8 @@ SIMULATED = ["none", "F+LR+AR+CS/bm25/5"]
 @pytest.fixture(scope="module")
 def cpu_env():
     """The env of `configs/gdpr_cpu.yaml`, its grid less the live form."""
-    config = load_config(ROOT / "configs/gdpr_cpu.yaml").env.gdpr
+    config = load_config(ROOT / "configs/gdpr_cpu.yaml").env
+    assert config.name == "gdpr"
     config.eval_grid = [s for s in config.eval_grid if s != "live"]
     assert config.source == "sample" and config.eval_grid == SIMULATED
     return GdprEnv(config)
@@ -52,7 +53,8 @@ def test_the_cpu_test_split_is_large_mixed_and_balanced(cpu_env):
 def test_the_mixtures_split_of_the_sample_is_balanced_too():
     """`legal_mix_cpu.yaml`'s gdpr member (eval_fraction 0.5: 108 questions of 3 cases), and the
     first 30 of them its `eval.max_tasks` keeps."""
-    config = load_config(ROOT / "configs/legal_mix_cpu.yaml").env.gdpr
+    mixture = load_config(ROOT / "configs/legal_mix_cpu.yaml").env
+    (config,) = [member.env for member in mixture.members if member.env.name == "gdpr"]
     test = GdprEnv(config).questions["test"]
     assert len({q.case for q in test}) >= 2 and _majority_share(test[:30]) <= 0.6
     assert {q.answer for q in test[:30] if q.kind == "yes_no"} == {"Yes", "No"}

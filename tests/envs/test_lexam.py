@@ -7,8 +7,10 @@ from transformers import AutoTokenizer
 
 from lexrl.envs.lexam.env import LexamEnv
 from lexrl.envs.lexam.options import LexamEnvConfig
+from lexrl.errors import ConfigError
 from lexrl.rewards.judge import JudgeClient, JudgeConfig
 from lexrl.rollout.policy import ScriptedPolicy
+from tests.env_options import load_env
 from tests.rewards.test_judge import FakeServer
 
 
@@ -48,8 +50,8 @@ def test_a_course_split_is_the_default_elsewhere_and_can_be_asked_for():
         for split in ("train", "test")
     ]
     assert not courses[0] & courses[1] and not courses[2] & courses[3]
-    with pytest.raises(ValueError, match="env.lexam.split"):
-        LexamEnv(LexamEnvConfig(split="question"))
+    with pytest.raises(ConfigError, match="`env.split` is 'question'"):
+        load_env("lexam", split="question")
 
 
 def test_mcq_rewards_the_last_marker_and_credits_the_format_beyond_chance(tokenizer):
