@@ -165,6 +165,22 @@ def test_a_plugin_package_is_listed_audited_and_trained(tmp_path, model_cache):
     rows = [line for line in audited.stdout.splitlines() if line.startswith("| echo_qa |")]
     assert [row.split("|")[2].strip() for row in rows] == ["teacher", "empty", "echo", "always_yes"]
 
+    code = (
+        "from lexrl.integrations.verifiers import lexrl_setup, load_environment; "
+        f"load_environment(config={str(config)!r}); "
+        f"_, env = lexrl_setup({str(config)!r}, ()); "
+        "print(env.name, len(env.tasks('test')), type(env).__module__)"
+    )
+    adapted = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(site)},
+    )
+    assert adapted.returncode == 0, adapted.stderr[-3000:]
+    assert adapted.stdout.split() == ["echo_qa", "4", "echo_qa.env"]
+
     trained = run(site, "train", str(config))
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert (tmp_path / "run" / "checkpoints" / "step-000002").is_dir()
