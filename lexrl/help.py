@@ -17,7 +17,7 @@ import typing
 from dataclasses import MISSING, Field, fields, is_dataclass
 
 from lexrl.config import Config, ConfigError
-from lexrl.registry import EnvConfig, describe, discover_envs
+from lexrl.registry import EnvConfig, describe, discover_envs, failed_plugins
 
 WIDTH = 100
 """Longest line of the summary; longer docstring sentences are cut with `...`."""
@@ -154,8 +154,14 @@ def _resolve(path: str) -> tuple[type, str]:
     cls: type = Config
     written = "--"
     for part in path.split("."):
-        if cls is EnvConfig and part in discover_envs():
-            cls = discover_envs()[part]
+        if cls is EnvConfig:
+            known = discover_envs()
+            if part not in known:
+                failure = failed_plugins().get(part)
+                why = f"its plugin failed to load ({failure})" if failure else "registered: "
+                why += "" if failure else ", ".join(known)
+                raise ConfigError(f"`{path}`: no env {part!r}; {why}")
+            cls = known[part]
             continue
         items = {item.name: item for item in fields(cls)} if is_dataclass(cls) else {}
         if part not in items:
