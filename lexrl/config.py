@@ -6,6 +6,9 @@ rejects an unknown key or a value of the wrong type; `load_config` turns its err
 that is not UTF-8 YAML, into a one-line `ConfigError` that names the file and the line or key,
 then `validate` checks every choice, range (`BOUNDS`) and cross-field rule before anything is
 loaded. This module imports no torch, so `--help` and a config error answer at once.
+
+The `env` section is whichever env `env.type` names: its options class is registered by the env's
+own package and found through its entry point (`lexrl.registry`), so this module names no env.
 """
 
 from __future__ import annotations
@@ -281,7 +284,7 @@ class EvalConfig:
     greedy: bool = False
     """Greedy decoding instead of the env's sampling temperatures."""
     policy: bool = True
-    """Evaluate the policy (false: only the env's baselines, e.g. `env.statute.eval.baselines`)."""
+    """Evaluate the policy (false: only the env's baselines, e.g. the statute env's `env.eval.baselines`)."""
     degenerate_baselines: bool = True
     """`lexrl eval`: also play the env's degenerate policies (`lexrl audit`: an empty reply, one
     option always, abstain always, ...) and its scripted teacher on the evaluated tasks, and
@@ -345,9 +348,9 @@ class Config:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     env: EnvConfig = field(default_factory=default_env)
-    """The task environment: `type` names a registered env (`lexrl envs` lists them; `mix`
+    """The task environment: `type` names a registered env (the `envs` command lists them; `mix`
     trains several as one policy) and the other keys are that env's own options, documented with
-    its options class (`lexrl config show env --env.type NAME`)."""
+    its options class (`lexrl config show env.NAME`)."""
     warmstart: WarmstartConfig = field(default_factory=WarmstartConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
@@ -448,7 +451,7 @@ def _strings(value: object, path: str) -> Iterator[tuple[str, str]]:
 
 _URL_FIELD = re.compile(r"(url|urls\[\d+\]|endpoint)$")
 """The fields that hold an endpoint's URL (`rollout.base_url`, `rollout.vllm_urls[0]`, each
-judge's `base_url`, `env.statute.retrieval.dense_endpoint`, ...):
+judge's `base_url`, `env.retrieval.dense_endpoint`, ...):
 `tests/test_urls.py` fails for a URL-valued field this misses."""
 
 
