@@ -145,8 +145,8 @@ def bench_config(
         args.config, [*overrides, *(s for k, v in pairs for s in (f"--{k}", str(v)))]
     )
     env = config.env
-    if env.name != "lexam" or env.lexam.workflow != "single" or env.lexam.config == "open_question":
-        raise SystemExit("the TRL peer needs single-turn MCQ: env.name lexam, workflow single, MCQ")
+    if env.name != "lexam" or env.workflow != "single" or env.config == "open_question":
+        raise SystemExit("the TRL peer needs single-turn MCQ: env.type lexam, workflow single, MCQ")
     return config
 
 
@@ -192,7 +192,7 @@ def run_trl(config: Config, work: Path) -> dict[str, Any]:
     from lexrl.envs.lexam.reward import mcq_reward, total
     from lexrl.models import builtin_model_dir, load_base
 
-    grpo, options = config.grpo, config.env.lexam
+    grpo, options = config.grpo, config.env
     if grpo.loss not in ("grpo", "dr_grpo", "dapo"):
         raise SystemExit(f"grpo.loss {grpo.loss!r} has no TRL counterpart (grpo, dr_grpo, dapo)")
     if grpo.updates_per_batch != 1:

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from lexrl.config import EnvConfig
 from lexrl.envs import make_env
 from lexrl.models import train_tokenizer
+from lexrl.registry import default_env
 
 QWEN3_4B = {
     "hidden_size": 2560,
@@ -43,7 +43,7 @@ QWEN3_4B = {
 
 
 def build(out: Path, sizes: dict, dtype: torch.dtype, seed: int = 0) -> Path:
-    tokenizer = train_tokenizer(make_env(EnvConfig()).text_corpus(), vocab_size=4000)
+    tokenizer = train_tokenizer(make_env(default_env()).text_corpus(), vocab_size=4000)
     config = Qwen3Config(
         **sizes,
         bos_token_id=tokenizer.convert_tokens_to_ids("<|im_start|>"),

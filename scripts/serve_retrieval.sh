@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Serve a statute config's retrieval models (env.statute.retrieval.dense_model and
+# Serve a statute config's retrieval models (env.retrieval.dense_model and
 # reranker_model) with vLLM, one GPU each, so that training processes share them instead of each
 # loading them (two 4B models take 15 GiB: `lexrl plan CONFIG` shows it). Waits until both are
 # healthy, then prints the overrides that point the trainer at them.
@@ -14,7 +14,10 @@ import sys
 
 from lexrl.config import load_config
 
-retrieval = load_config(sys.argv[1], []).env.statute.retrieval
+env = load_config(sys.argv[1], []).env
+if env.name != "statute":
+    sys.exit(f"{sys.argv[1]}: env.type is {env.name!r}; serve_retrieval.sh serves a statute config's models")
+retrieval = env.retrieval
 print(retrieval.dense_model or "-", retrieval.reranker_model or "-")
 PY
 )
@@ -30,11 +33,11 @@ start() {  # model gpu port
 overrides=()
 if [[ "$dense" != "-" ]]; then
     start "$dense" "$gpu_dense" 8100
-    overrides+=(--env.statute.retrieval.dense_endpoint http://127.0.0.1:8100/v1)
+    overrides+=(--env.retrieval.dense_endpoint http://127.0.0.1:8100/v1)
 fi
 if [[ "$reranker" != "-" ]]; then
     start "$reranker" "$gpu_reranker" 8101
-    overrides+=(--env.statute.retrieval.reranker_endpoint http://127.0.0.1:8101/v1)
+    overrides+=(--env.retrieval.reranker_endpoint http://127.0.0.1:8101/v1)
 fi
 for url in "${urls[@]}"; do
     until curl -sf "$url/health" > /dev/null; do

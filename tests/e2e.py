@@ -23,11 +23,11 @@ grpo:
   learning_rate: 0.01
   micro_batch_size: 16
 env:
-  statute:
-    first_stage_k: 10
-    final_k: 3
-    mas_k: 6
-    max_iterations: 2
+  type: statute
+  first_stage_k: 10
+  final_k: 3
+  mas_k: 6
+  max_iterations: 2
 # Enough warm-start for valid actions most of the time: groups whose rewards differ, so the
 # updates (and the resume tests that compare them) are not all zero.
 warmstart:

@@ -48,9 +48,9 @@ def statute_files(tmp: Path, corpus: list[dict] = CORPUS, extra: tuple[str, ...]
     for split in ("train", "test"):
         write_jsonl(tmp / f"q_{split}.jsonl", QUERIES, extra)
     return [
-        "--env.statute.dataset", "jsonl",
-        "--env.statute.corpus_path", str(tmp / "corpus.jsonl"),
-        "--env.statute.queries_path", str(tmp / "q_{split}.jsonl"),
+        "--env.dataset", "jsonl",
+        "--env.corpus_path", str(tmp / "corpus.jsonl"),
+        "--env.queries_path", str(tmp / "q_{split}.jsonl"),
     ]  # fmt: skip
 
 
@@ -81,6 +81,23 @@ def train(*overrides: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["train", DEMO, "--run.output_dir", str(tmp / "run"), *overrides]
 
 
+def plain_config(tmp: Path) -> str:
+    """A config that sets no env options, so that `--env.type` may pick any env (a file's env
+    options belong to its own env)."""
+    return yaml_file(tmp, "eval:\n  max_tasks: 2\n", "plain.yaml")
+
+
+def train_defaults(*overrides: str) -> Callable[[Path], list[str]]:
+    """`lexrl train` of `plain_config`."""
+    return lambda tmp: [
+        "train",
+        plain_config(tmp),
+        "--run.output_dir",
+        str(tmp / "run"),
+        *overrides,
+    ]
+
+
 def evaluate(*overrides: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["eval", DEMO, "--run.output_dir", str(tmp / "run"), *overrides]
 
@@ -102,7 +119,9 @@ CONFIG_VALUES = [
     ("tasks_per_step_zero", train("--grpo.tasks_per_step", "0"), "grpo.tasks_per_step"),
     ("unknown_backend", train("--rollout.backend", "tgi"), "rollout.backend"),
     ("unknown_loss", train("--grpo.loss", "ppo2"), "grpo.loss"),
-    ("unknown_env", train("--env.name", "nonexistent"), "env.name"),
+    ("unknown_env", train("--env.type", "nonexistent"), "env.type"),
+    ("old_env_name", train("--env.name", "lexam"), "env.type"),
+    ("old_env_section", train("--env.statute.alpha", "0.3"), "--env.alpha"),
     ("log_every_zero", train("--logging.log_every", "0"), "logging.log_every"),
     ("max_new_tokens_zero", train("--rollout.max_new_tokens", "0"), "rollout.max_new_tokens"),
     (
@@ -115,11 +134,12 @@ CONFIG_VALUES = [
     ("eval_samples_zero", evaluate("--eval.samples_per_task", "0"), "eval.samples_per_task"),
     ("mistyped_option", train("--grpo.nume_generations", "3"), "grpo.num_generations"),
     ("wrong_type", train("--grpo.num_generations", "many"), "num_generations"),
-    ("mix_without_members", train("--env.name", "mix"), "env.mix"),
+    ("mix_without_members", train_defaults("--env.type", "mix"), "env.members"),
+    ("options_of_another_env", train("--env.type", "lexam"), "LexamEnvConfig"),
     (
         "a_key_in_api_key_env",
-        train("--env.statute.retrieval.api_key_env", "sk-abc123"),
-        "env.statute.retrieval.api_key_env",
+        train("--env.retrieval.api_key_env", "sk-abc123"),
+        "env.retrieval.api_key_env",
     ),
     (
         "credentials_in_a_url",
@@ -165,7 +185,19 @@ ROWS += [
         "yaml_moved_key",
         "config",
         lambda tmp: ["train", yaml_file(tmp, "eval:\n  ks: [1, 5]\n")],
-        lambda tmp: [str(tmp / "bad.yaml"), "env.statute.eval.ks"],
+        lambda tmp: [str(tmp / "bad.yaml"), "env.eval.ks"],
+    ),
+    Row(
+        "yaml_old_env_section",
+        "config",
+        lambda tmp: ["train", yaml_file(tmp, "env:\n  name: lexam\n  lexam:\n    source: x\n")],
+        lambda tmp: [str(tmp / "bad.yaml"), "`env.name` moved to `env.type`"],
+    ),
+    Row(
+        "yaml_old_env_options",
+        "config",
+        lambda tmp: ["train", yaml_file(tmp, "env:\n  lexam:\n    source: x\n")],
+        lambda tmp: [str(tmp / "bad.yaml"), "`env.lexam.*` moved", "env.type: lexam"],
     ),
     Row("envs_unknown_name", "config", lambda tmp: ["envs", "nonexistent"], key("nonexistent")),
     Row(
@@ -234,9 +266,13 @@ def eval_baselines(*overrides: str) -> Callable[[Path], list[str]]:
     ]  # fmt: skip
 
 
-def eval_with(files: Callable[[Path], list[str]]) -> Callable[[Path], list[str]]:
+def eval_with(
+    files: Callable[[Path], list[str]], config: Callable[[Path], str] = lambda tmp: DEMO
+) -> Callable[[Path], list[str]]:
+    """`lexrl eval` of the baselines only, of `config` with `files`."""
     return lambda tmp: [
-        "eval", DEMO, "--eval.policy", "false", "--run.output_dir", str(tmp / "run"), *files(tmp)
+        "eval", config(tmp), "--eval.policy", "false", "--run.output_dir", str(tmp / "run"),
+        *files(tmp),
     ]  # fmt: skip
 
 
@@ -262,7 +298,7 @@ def missing_corpus(tmp: Path) -> list[str]:
 
 def lexam_without_extension(tmp: Path) -> list[str]:
     (tmp / "lexam_mcq").write_text("not a table", encoding="utf-8")
-    return ["--env.name", "lexam", "--env.lexam.source", str(tmp / "lexam_mcq")]
+    return ["--env.type", "lexam", "--env.source", str(tmp / "lexam_mcq")]
 
 
 ROWS += [
@@ -288,7 +324,7 @@ ROWS += [
     Row(
         "data_lexam_path_without_extension",
         "data",
-        eval_with(lexam_without_extension),
+        eval_with(lexam_without_extension, config=plain_config),
         lambda tmp: [str(tmp / "lexam_mcq")],
     ),
     Row(
@@ -297,11 +333,11 @@ ROWS += [
         lambda tmp: [
             "index",
             DEMO,
-            "--env.statute.retrieval.dense_model",
+            "--env.retrieval.dense_model",
             "served-embedder",
-            "--env.statute.retrieval.dense_endpoint",
+            "--env.retrieval.dense_endpoint",
             "http://127.0.0.1:9/v1",
-            "--env.statute.retrieval.index_dir",
+            "--env.retrieval.index_dir",
             str(tmp / "index"),
         ],  # fmt: skip
         key("http://127.0.0.1:9/v1/embeddings"),

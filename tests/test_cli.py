@@ -53,7 +53,7 @@ def test_train_eval_rollout_end_to_end(tmp_path, model_cache):
         str(config),
         "--checkpoint",
         str(checkpoint),
-        "--env.statute.eval.baselines",
+        "--env.eval.baselines",
         "[bm25]",
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -114,10 +114,10 @@ def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
 
     config = tmp_path / "bm25.yaml"
     config.write_text(
-        f"env:\n  statute:\n    eval:\n      ks: [3, 10]\nrun:\n  output_dir: {tmp_path / 'out'}\n"
+        f"env:\n  type: statute\n  eval:\n    ks: [3, 10]\nrun:\n  output_dir: {tmp_path / 'out'}\n"
     )
     result = run_lexrl(
-        "eval", str(config), "--eval.policy", "false", "--env.statute.eval.baselines", "[bm25]"
+        "eval", str(config), "--eval.policy", "false", "--env.eval.baselines", "[bm25]"
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "recall@10" in result.stdout and "built-in demo world" in result.stdout
@@ -139,7 +139,7 @@ def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
 
     # Another setting of the same evaluation writes beside the first, never over it.
     result = run_lexrl(
-        "eval", str(config), "--eval.policy", "false", "--env.statute.eval.baselines", "[bm25]",
+        "eval", str(config), "--eval.policy", "false", "--env.eval.baselines", "[bm25]",
         "--eval.max_tasks", "20",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -153,9 +153,9 @@ def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
 def test_index_then_dense_baselines_with_tiny_models(tmp_path):
     config = tmp_path / "dense.yaml"
     config.write_text(
-        "env:\n  statute:\n    first_stage_k: 8\n    retrieval:\n      dense_model: tiny\n"
-        f"      reranker_model: tiny\n      index_dir: {tmp_path / 'index'}\n"
-        f"    eval:\n      baselines: [bm25, dense, dense+reranker]\neval:\n  policy: false\n"
+        "env:\n  type: statute\n  first_stage_k: 8\n  retrieval:\n    dense_model: tiny\n"
+        f"    reranker_model: tiny\n    index_dir: {tmp_path / 'index'}\n"
+        f"  eval:\n    baselines: [bm25, dense, dense+reranker]\neval:\n  policy: false\n"
         f"run:\n  output_dir: {tmp_path / 'out'}\n"
     )
     result = run_lexrl("index", str(config))
@@ -189,9 +189,9 @@ def csaid_config(tmp_path: Path, dense_model: str) -> Path:
     queries.write_text(json.dumps(QUERIES, ensure_ascii=False), encoding="utf-8")
     config = tmp_path / "csaid.yaml"
     config.write_text(
-        f"env:\n  statute:\n    dataset: csaid\n    language: zh\n    queries_path: {queries}\n"
-        f"    retrieval:\n      first_stage: dense\n      dense_model: {dense_model}\n"
-        f"    eval:\n      baselines: [dense]\neval:\n  policy: false\nrun:\n  output_dir: {tmp_path / 'out'}\n"
+        f"env:\n  type: statute\n  dataset: csaid\n  language: zh\n  queries_path: {queries}\n"
+        f"  retrieval:\n    first_stage: dense\n    dense_model: {dense_model}\n"
+        f"  eval:\n    baselines: [dense]\neval:\n  policy: false\nrun:\n  output_dir: {tmp_path / 'out'}\n"
     )
     return config
 
@@ -209,7 +209,7 @@ def test_a_model_neither_local_nor_on_the_hub_fails_in_one_line(tmp_path):
     assert result.returncode == 4
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("model error: `env.statute.retrieval.dense_model`: ")
+    assert last.startswith("model error: `env.retrieval.dense_model`: ")
     for way_out in (
         "'no-such-org/no-such-embedder'",
         "local folder",
@@ -250,7 +250,7 @@ def test_lexam_eval_prints_means_with_intervals_and_writes_the_report(tmp_path, 
     config.write_text(
         f"model:\n  name_or_path: tiny\n  cache_dir: {model_cache}\n"
         "rollout:\n  max_new_tokens: 8\n"
-        "env:\n  name: lexam\n"
+        "env:\n  type: lexam\n"
         f"eval:\n  max_tasks: 4\n  samples_per_task: 2\nrun:\n  output_dir: {tmp_path / 'run'}\n"
     )
     result = run_lexrl("eval", str(config))
@@ -272,11 +272,11 @@ def test_argument_eval_prints_the_papers_table_beside_the_teacher(tmp_path, mode
     config.write_text(
         f"model:\n  name_or_path: tiny\n  cache_dir: {model_cache}\n"
         "rollout:\n  max_new_tokens: 12\n"
-        "env:\n  name: argument\n  argument:\n    workflow: MA\n"
-        "    train_per_kind: 4\n    test_per_kind: 2\n"
+        "env:\n  type: argument\n  workflow: MA\n"
+        "  train_per_kind: 4\n  test_per_kind: 2\n"
         f"eval:\n  samples_per_task: 2\nrun:\n  output_dir: {tmp_path / 'run'}\n"
     )
-    result = run_lexrl("eval", str(config), "--env.argument.workflow", "SA")
+    result = run_lexrl("eval", str(config), "--env.workflow", "SA")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| SA (base) | 4 / 4 / 4 |" in result.stdout  # episodes: 2 triples x 2 samples
     written = report_dir(result.stdout)
@@ -323,11 +323,10 @@ grpo:
   tasks_per_step: 1
   advantages: role
 env:
-  name: debate
-  debate:
-    reward_mode: adversarial
-    debater_max_new_tokens: 8
-    judge_max_new_tokens: 8
+  type: debate
+  reward_mode: adversarial
+  debater_max_new_tokens: 8
+  judge_max_new_tokens: 8
 eval:
   max_tasks: 6
 logging:
@@ -379,9 +378,9 @@ def test_gdpr_eval_scores_the_grid_and_the_live_form_beside_the_baselines(tmp_pa
     config = tmp_path / "gdpr.yaml"
     config.write_text(
         f"model:\n  name_or_path: tiny\n  cache_dir: {model_cache}\n"
-        "env:\n  name: gdpr\n  gdpr:\n    system: live\n"
-        "    eval_grid: [none, F+LR+AR+CS/bm25/5, live]\n"
-        "    max_new_tokens: 8\n    agent_max_new_tokens: 8\n"
+        "env:\n  type: gdpr\n  system: live\n"
+        "  eval_grid: [none, F+LR+AR+CS/bm25/5, live]\n"
+        "  max_new_tokens: 8\n  agent_max_new_tokens: 8\n"
         f"eval:\n  max_tasks: 6\nrun:\n  output_dir: {tmp_path / 'run'}\n"
     )
     result = run_lexrl("eval", str(config))
@@ -395,7 +394,7 @@ def test_gdpr_eval_scores_the_grid_and_the_live_form_beside_the_baselines(tmp_pa
 
 
 def test_env_stats_take_options_without_a_config_file():
-    result = run_lexrl("envs", "gdpr", "--stats", "--env.gdpr.split_seed", "3")
+    result = run_lexrl("envs", "gdpr", "--stats", "--env.split_seed", "3")
     assert result.returncode == 0, result.stderr[-3000:]
     stats = json.loads(result.stdout)
     assert stats["questions"] == 198 and stats["yes_no"] + stats["abcd"] == 198

@@ -7,12 +7,12 @@ def test_a_hub_failure_becomes_one_line_naming_key_model_and_ways_out(monkeypatc
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with (
         pytest.raises(ModelUnavailable) as caught,
-        loading("env.statute.retrieval.dense_model", "org/m"),
+        loading("env.retrieval.dense_model", "org/m"),
     ):
         raise OSError("We couldn't connect to 'https://huggingface.co'\nCheck your connection")
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith("`env.statute.retrieval.dense_model`: 'org/m' is not a local folder")
+    assert message.startswith("`env.retrieval.dense_model`: 'org/m' is not a local folder")
     for way_out in ("HF_HUB_OFFLINE is set", "huggingface-cli download org/m", "lexrl index"):
         assert way_out in message
 

@@ -26,16 +26,15 @@ grpo:
   num_generations: 2
   tasks_per_step: 1
 env:
-  name: lexam
-  lexam:
-    config: open_question
-    judge_cache_dir: {judge_cache}
-    judges:
-      - base_url: {url}
-        model: judge
-        api_key_env: {key_env}
-        max_retries: 0
-        max_parse_retries: 0
+  type: lexam
+  config: open_question
+  judge_cache_dir: {judge_cache}
+  judges:
+    - base_url: {url}
+      model: judge
+      api_key_env: {key_env}
+      max_retries: 0
+      max_parse_retries: 0
 logging:
   wandb_mode: offline
   samples_every: 1

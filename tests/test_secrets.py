@@ -102,22 +102,28 @@ def test_a_set_key_is_sent_to_a_server_on_this_machine_too(monkeypatch, capsys):
     ("yaml", "field"),
     [
         (
-            "env:\n  lexam:\n    judges:\n      - base_url: http://judge.test/v1\n"
-            f"        model: m\n      - base_url: https://user:{KEY}@api.test/v1\n        model: m\n",
-            "`env.lexam.judges[1].base_url` carries credentials",
+            "env:\n  type: lexam\n  judges:\n    - base_url: http://judge.test/v1\n"
+            f"      model: m\n    - base_url: https://user:{KEY}@api.test/v1\n      model: m\n",
+            "`env.judges[1].base_url` carries credentials",
         ),
         (
-            "env:\n  debate:\n    rubric_judges:\n      - base_url: http://judge.test/v1\n"
-            f"        model: m\n        api_key_env: {KEY}\n",
-            "`env.debate.rubric_judges[0].api_key_env` must be the NAME",
+            "env:\n  type: debate\n  rubric_judges:\n    - base_url: http://judge.test/v1\n"
+            f"      model: m\n      api_key_env: {KEY}\n",
+            "`env.rubric_judges[0].api_key_env` must be the NAME",
         ),
         (
-            f"env:\n  statute:\n    retrieval:\n      dense_endpoint: http://h/v1?api_key={KEY}\n",
-            "`env.statute.retrieval.dense_endpoint` has a query string",
+            f"env:\n  type: statute\n  retrieval:\n    dense_endpoint: http://h/v1?api_key={KEY}\n",
+            "`env.retrieval.dense_endpoint` has a query string",
         ),
         (
-            f"env:\n  statute:\n    eval:\n      final_reranker:\n        api_key_env: {KEY}\n",
-            "`env.statute.eval.final_reranker.api_key_env` must be the NAME",
+            f"env:\n  type: statute\n  eval:\n    final_reranker:\n      api_key_env: {KEY}\n",
+            "`env.eval.final_reranker.api_key_env` must be the NAME",
+        ),
+        (
+            "env:\n  type: mix\n  members:\n    - env: {type: gdpr}\n    - env:\n"
+            "        type: lexam\n        judges:\n          - base_url: http://judge.test/v1\n"
+            f"            model: m\n            api_key_env: {KEY}\n",
+            "`env.members[1].env.judges[0].api_key_env` must be the NAME",
         ),
         (f"rollout:\n  vllm_urls: ['http://:{KEY}@h:8000']\n", "`rollout.vllm_urls[0]` carries"),
     ],
@@ -196,16 +202,15 @@ grpo:
   num_generations: 2
   tasks_per_step: 1
 env:
-  name: lexam
-  lexam:
-    config: open_question
-    judge_cache_dir: {out}/judge_cache
-    judges:
-      - base_url: {url}
-        model: judge
-        api_key_env: {key_env}
-        max_retries: 0
-        max_parse_retries: 0
+  type: lexam
+  config: open_question
+  judge_cache_dir: {out}/judge_cache
+  judges:
+    - base_url: {url}
+      model: judge
+      api_key_env: {key_env}
+      max_retries: 0
+      max_parse_retries: 0
 eval:
   max_tasks: 3
 logging:

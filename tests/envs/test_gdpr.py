@@ -40,8 +40,8 @@ def test_systems_parse_and_bad_ones_name_the_key():
     assert parse_system("F+LR/embedding/3", "k") == System(("F", "LR"), "embedding", 3)
     assert parse_system("none", "k").name == "none"
     for bad in ("F+X/bm25/5", "LR+F/bm25/5", "F/bm25/0", "F/tfidf/5", "F bm25 5"):
-        with pytest.raises(ValueError, match="env.gdpr.system"):
-            parse_system(bad, "env.gdpr.system")
+        with pytest.raises(ValueError, match=r"env\.system"):
+            parse_system(bad, "env.system")
 
 
 def test_the_test_split_holds_every_system_on_the_same_questions(env):
@@ -223,7 +223,7 @@ def test_top_k_fills_up_with_the_cases_chunks_in_order(env):
 
 def test_a_grid_lists_each_system_once():
     for grid in ([], ["none", "none"], ["F/bm25/5", "F/bm25/05"]):
-        with pytest.raises(ValueError, match="env.gdpr.eval_grid"):
+        with pytest.raises(ValueError, match=r"`?env\.eval_grid`?: "):
             GdprEnv(GdprEnvConfig(eval_grid=grid))
 
 

@@ -93,7 +93,7 @@ def test_a_paper_baseline_config_pointed_at_a_dead_local_server_prints_its_reaso
                 "--model.name_or_path", "smollm2-135m",
                 "--rollout.chat_max_retries", "0",
                 "--rollout.chat_cache_dir", str(tmp_path / "cache"),
-                "--env.argument.test_per_kind", "1",
+                "--env.test_per_kind", "1",
                 "--run.output_dir", str(tmp_path / "run"),
             ]
         )  # fmt: skip

@@ -144,7 +144,7 @@ def test_a_paper_config_runs_against_a_local_server_without_its_key(tmp_path, mo
                 "configs/api/lexam_mcq_gpt4o.yaml",
                 "--rollout.base_url", url.removesuffix("/v1"),  # the bare address will do
                 "--model.name_or_path", "smollm2-135m",
-                "--env.lexam.source", "sample",
+                "--env.source", "sample",
                 "--eval.max_tasks", "2",
                 "--rollout.chat_cache_dir", "",
                 "--run.output_dir", str(tmp_path / "run"),

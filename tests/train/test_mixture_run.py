@@ -22,11 +22,12 @@ grpo:
   scale_rewards: batch
   micro_batch_size: 16
 env:
-  name: mix
-  mix: [{{name: statute, weight: 2}}, {{name: argument}}, {{name: gdpr}}]
-  statute: {{first_stage_k: 10, final_k: 3, mas_k: 6, max_iterations: 1}}
-  argument: {{test_per_kind: 1}}
-  gdpr: {{system: none, eval_grid: [none], max_new_tokens: 8}}
+  type: mix
+  members:
+    - env: {{type: statute, first_stage_k: 10, final_k: 3, mas_k: 6, max_iterations: 1}}
+      weight: 2
+    - env: {{type: argument, test_per_kind: 1}}
+    - env: {{type: gdpr, system: none, eval_grid: [none], max_new_tokens: 8}}
 eval:
   max_tasks: 2
 logging:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lexrl.config import Config
+from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.errors import EXIT_CODES, ConfigError
 from lexrl.train.checkpoint import MANIFEST_FILE, STATE_FILE, build_manifest
 from lexrl.train.run_lock import LOCK_NAME, RunFolderTaken, refuse_another_run
@@ -87,7 +88,7 @@ def test_a_resume_refuses_a_checkpoint_of_another_env_model_or_lora_naming_the_k
     assert checkpoint_to_resume(written).checkpoint == checkpoint
 
     other = _config(tmp_path, resume=True)
-    other.env.name = "lexam"
+    other.env = LexamEnvConfig()
     other.lora.r = 8
     other.lora.target_modules = ["q_proj"]
     with pytest.raises(ConfigError) as raised:
@@ -105,7 +106,7 @@ def test_a_resume_refuses_a_checkpoint_of_another_env_model_or_lora_naming_the_k
 def test_a_checkpoint_written_before_the_record_is_resumed_unchecked(tmp_path):
     checkpoint = _checkpoint(tmp_path, 1, {"position": 2})
     config = _config(tmp_path, resume=True)
-    config.env.name = "lexam"
+    config.env = LexamEnvConfig()
     assert checkpoint_to_resume(config).checkpoint == checkpoint
 
 

@@ -25,15 +25,14 @@ grpo:
   num_generations: 2
   tasks_per_step: 2
 env:
-  name: lexam
-  lexam:
-    config: open_question
-    judge_cache_dir: {out}/judge_cache
-    judges:
-      - base_url: {url}
-        model: judge
-        max_retries: 0
-        max_parse_retries: 0
+  type: lexam
+  config: open_question
+  judge_cache_dir: {out}/judge_cache
+  judges:
+    - base_url: {url}
+      model: judge
+      max_retries: 0
+      max_parse_retries: 0
 logging:
   wandb_mode: disabled
 run:
