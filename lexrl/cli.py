@@ -380,7 +380,7 @@ def _envs(args: argparse.Namespace, overrides: list[str]) -> None:
             raise ConfigError(f"{args.config} trains env {config.env.name!r}, not {args.name!r}")
         print(json.dumps(config.env.build().stats(), indent=2, ensure_ascii=False))
         return
-    for name, cls in discover_envs().items():
+    for name, cls in sorted(discover_envs().items()):
         if args.name in (None, name):
             package = cls.__module__.split(".")[0]
             origin = "" if package == "lexrl" else f"  [{package}]"

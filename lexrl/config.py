@@ -635,10 +635,26 @@ def check_env_types(data: dict, overrides: list[str], path: str | Path | None) -
         if isinstance(inner, dict) and "type" in inner:
             types_named.append((f"{path}: `env.members[{index}].env.type`", inner["type"]))
     for index, token in enumerate(overrides):
-        if token == "--env.type" and index + 1 < len(overrides):
-            types_named.append(("--env.type", overrides[index + 1]))
-        elif token.startswith("--env.type="):
-            types_named.append(("--env.type", token.split("=", 1)[1]))
+        for key in ("env.type", "env.members"):
+            value = None
+            if token == f"--{key}" and index + 1 < len(overrides):
+                value = overrides[index + 1]
+            elif token.startswith(f"--{key}="):
+                value = token.split("=", 1)[1]
+            if value is not None and key == "env.type":
+                types_named.append(("--env.type", value))
+            elif value is not None:
+                try:
+                    given = yaml.safe_load(value)
+                except yaml.YAMLError:
+                    continue  # draccus names the value that is not YAML
+                members = given if isinstance(given, list) else []
+                for at, member in enumerate(members):
+                    inner = member.get("env") if isinstance(member, dict) else None
+                    if isinstance(inner, dict) and "type" in inner:
+                        types_named.append(
+                            (f"--env.members: `env.members[{at}].env.type`", inner["type"])
+                        )
     for key, name in types_named:
         env_config_class(str(name), key.removeprefix("None: "))
 
@@ -751,6 +767,8 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         where = f"{path}: " if path is not None and not overridden else ""
         # draccus' messages carry a second, indented line with the underlying error.
         message = " ".join(line.strip() for line in str(error).splitlines())
+        # draccus writes a list's index as a key (`env.members.1.env`); lexrl as `members[1]`.
+        message = re.sub(r"\.(\d+)(?=[.`])", r"[\1]", message)
         raise ConfigError(f"{where}{message}") from None
     return validate(config)
 

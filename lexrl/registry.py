@@ -184,8 +184,8 @@ def failed_plugins() -> dict[str, str]:
 
 
 def env_names() -> list[str]:
-    """Every registered env name, in the order the entry points were found."""
-    return list(discover_envs())
+    """Every registered env name, sorted."""
+    return sorted(discover_envs())
 
 
 def env_config_class(name: str, key: str = "env.type") -> type[EnvConfig]:
@@ -198,7 +198,7 @@ def env_config_class(name: str, key: str = "env.type") -> type[EnvConfig]:
     where = key if key.endswith("`") else f"`{key}`"
     if failure:
         raise ConfigError(f"{where} is {name!r}, whose plugin failed to load ({failure})")
-    raise ConfigError(f"{where} is {name!r}; registered: {', '.join(known)}")
+    raise ConfigError(f"{where} is {name!r}; registered: {', '.join(sorted(known))}")
 
 
 def default_env() -> EnvConfig:

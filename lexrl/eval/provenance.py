@@ -148,7 +148,7 @@ def sampling(config: Config) -> dict[str, Any]:
 
 def caps(config: Config) -> dict[str, Any]:
     """The completion caps: `rollout.max_new_tokens` and the evaluated envs' per-role caps that
-    are set (`env.debate.judge_max_new_tokens`, ...)."""
+    are set (`env.judge_max_new_tokens`, ...)."""
     return {
         "rollout.max_new_tokens": config.rollout.max_new_tokens,
         "rollout.ignore_eos": config.rollout.ignore_eos,

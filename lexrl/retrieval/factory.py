@@ -39,7 +39,7 @@ def _device(config: RetrievalConfig) -> str | None:
 
 def build_encoder(config: RetrievalConfig, documents: Sequence[str]) -> Encoder:
     if not config.dense_model:
-        raise ConfigError("no dense model: set `env.statute.retrieval.dense_model`")
+        raise ConfigError("no dense model: set `env.retrieval.dense_model`")
     if config.dense_endpoint:
         return EndpointEncoder(
             config.dense_endpoint,
@@ -47,7 +47,7 @@ def build_encoder(config: RetrievalConfig, documents: Sequence[str]) -> Encoder:
             config.dense_query_prompt,
             api_key_env=config.api_key_env,
         )
-    with loading("env.statute.retrieval.dense_model", config.dense_model):
+    with loading("env.retrieval.dense_model", config.dense_model):
         return SentenceTransformerEncoder(
             _local_model(config.dense_model, "embedder", documents, config),
             config.dense_query_prompt,
@@ -58,12 +58,12 @@ def build_encoder(config: RetrievalConfig, documents: Sequence[str]) -> Encoder:
 
 def build_reranker(config: RetrievalConfig, documents: Sequence[str]) -> Reranker:
     if not config.reranker_model:
-        raise ConfigError("no reranker: set `env.statute.retrieval.reranker_model`")
+        raise ConfigError("no reranker: set `env.retrieval.reranker_model`")
     if config.reranker_endpoint:
         return EndpointReranker(
             config.reranker_endpoint, config.reranker_model, api_key_env=config.api_key_env
         )
-    with loading("env.statute.retrieval.reranker_model", config.reranker_model):
+    with loading("env.retrieval.reranker_model", config.reranker_model):
         return CrossEncoderReranker(
             _local_model(config.reranker_model, "reranker", documents, config),
             config.batch_size,

@@ -13,6 +13,7 @@ from lexrl.envs.gdpr.env import GdprEnv, System, parse_system
 from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Group
+from tests.env_options import load_env
 
 
 @pytest.fixture(scope="module")
@@ -223,8 +224,10 @@ def test_top_k_fills_up_with_the_cases_chunks_in_order(env):
 
 def test_a_grid_lists_each_system_once():
     for grid in ([], ["none", "none"], ["F/bm25/5", "F/bm25/05"]):
-        with pytest.raises(ValueError, match=r"`?env\.eval_grid`?: "):
-            GdprEnv(GdprEnvConfig(eval_grid=grid))
+        with pytest.raises(ValueError, match=r"`env\.eval_grid` .* each once"):
+            load_env("gdpr", eval_grid=grid)
+    with pytest.raises(ValueError, match=r"env\.system: 'F/tfidf/5' is not"):
+        load_env("gdpr", system="F/tfidf/5")
 
 
 def test_gold_never_reaches_a_prompt_of_the_live_form(tokenizer):

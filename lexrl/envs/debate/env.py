@@ -130,8 +130,7 @@ class DebateEnv(Env):
             )
         elif config.source == "sample":
             raise DatasetError(
-                f"env.debate.source: lexrl ships no {config.dataset} sample; give a Hub id or "
-                "a local file"
+                f"env.source: lexrl ships no {config.dataset} sample; give a Hub id or a local file"
             )
         elif config.dataset == "barexam":
             tasks = barexam_tasks(

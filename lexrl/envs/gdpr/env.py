@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -44,10 +42,11 @@ from lexrl.envs.gdpr.data import (
 from lexrl.envs.gdpr.degenerate import gdpr_policies
 from lexrl.envs.gdpr.options import (
     AGENTS,
-    CONFIGURATIONS,
-    RETRIEVERS,
+    LIVE,
     ROLE_OF_AGENT,
     GdprEnvConfig,
+    System,
+    parse_system,
 )
 from lexrl.envs.gdpr.parsing import LABELS, parse_reply, parse_subtasks
 from lexrl.envs.gdpr.report import episode_record, markdown_table, system_metrics
@@ -55,49 +54,6 @@ from lexrl.errors import ConfigError
 from lexrl.retrieval.base import Retriever
 from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
-
-_SYSTEM = re.compile(r"(?P<agents>[A-Z+]+)/(?P<retriever>[a-z0-9]+)/(?P<k>\d+)")
-
-
-@dataclass(frozen=True)
-class System:
-    """Which agents' chunks are retrieved, by which retriever, how many (`agents` empty: no
-    context); or the live form."""
-
-    agents: tuple[str, ...]
-    retriever: str = ""
-    k: int = 0
-    live: bool = False
-
-    @property
-    def name(self) -> str:
-        if self.live:
-            return "live"
-        return "none" if not self.agents else f"{'+'.join(self.agents)}/{self.retriever}/{self.k}"
-
-
-LIVE = System(AGENTS, live=True)
-
-
-def parse_system(text: str, key: str) -> System:
-    """`none`, `live` or `<configuration>/<retriever>/<k>`; ValueError naming `key` otherwise."""
-    if text == "none":
-        return System(())
-    if text == "live":
-        return LIVE
-    match = _SYSTEM.fullmatch(text)
-    if (
-        not match
-        or match["agents"] not in CONFIGURATIONS
-        or match["retriever"] not in RETRIEVERS
-        or int(match["k"]) < 1
-    ):
-        raise ConfigError(
-            f"{key}: {text!r} is not `none`, `live` or `<configuration>/<retriever>/<k>` with a "
-            f"configuration of {', '.join(CONFIGURATIONS)}, a retriever of "
-            f"{', '.join(RETRIEVERS)} and k >= 1"
-        )
-    return System(tuple(match["agents"].split("+")), match["retriever"], int(match["k"]))
 
 
 def label_weights(train: Sequence[Task]) -> dict[str, dict[str, float]]:
@@ -148,13 +104,8 @@ class GdprEnv(Env):
 
     def __init__(self, config: GdprEnvConfig):
         self.config = config
-        self.system = parse_system(config.system, "env.gdpr.system")
-        self.grid = [parse_system(s, "env.gdpr.eval_grid") for s in config.eval_grid]
-        names = [system.name for system in self.grid]
-        if not names or len(set(names)) < len(names):
-            raise ConfigError(
-                f"env.gdpr.eval_grid: {config.eval_grid} must list at least one system, each once"
-            )
+        self.system = parse_system(config.system, "env.system")
+        self.grid = [parse_system(s, "env.eval_grid") for s in config.eval_grid]
         self.roles = ("meta",)
         self.episode_metrics = ("accuracy", "parsed")
         if self.system.live:
@@ -254,7 +205,7 @@ class GdprEnv(Env):
         from lexrl.retrieval.dense import SentenceTransformerEncoder
 
         path = embedding_model_path(self.config.embedding_model)
-        with loading("env.gdpr.embedding_model", path):
+        with loading("env.embedding_model", path):
             return SentenceTransformerEncoder(path)
 
     def _retriever(self, case: str, system: System) -> tuple[Retriever | None, list[str]]:

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from lexrl.errors import ConfigError
 from lexrl.options import AT_LEAST_0, AT_LEAST_1, SEED, Bound
 from lexrl.registry import EnvConfig, register_env
 
@@ -21,7 +23,51 @@ ROLE_OF_AGENT = {"F": "facts", "LR": "legal_rules", "AR": "application", "CS": "
 
 
 REWARDS = ("balanced", "exact_match")
-"""`env.gdpr.reward` choices."""
+"""`env.reward` choices."""
+
+
+_SYSTEM = re.compile(r"(?P<agents>[A-Z+]+)/(?P<retriever>[a-z0-9]+)/(?P<k>\d+)")
+
+
+@dataclass(frozen=True)
+class System:
+    """Which agents' chunks are retrieved, by which retriever, how many (`agents` empty: no
+    context); or the live form."""
+
+    agents: tuple[str, ...]
+    retriever: str = ""
+    k: int = 0
+    live: bool = False
+
+    @property
+    def name(self) -> str:
+        if self.live:
+            return "live"
+        return "none" if not self.agents else f"{'+'.join(self.agents)}/{self.retriever}/{self.k}"
+
+
+LIVE = System(AGENTS, live=True)
+
+
+def parse_system(text: str, key: str) -> System:
+    """`none`, `live` or `<configuration>/<retriever>/<k>`; ValueError naming `key` otherwise."""
+    if text == "none":
+        return System(())
+    if text == "live":
+        return LIVE
+    match = _SYSTEM.fullmatch(text)
+    if (
+        not match
+        or match["agents"] not in CONFIGURATIONS
+        or match["retriever"] not in RETRIEVERS
+        or int(match["k"]) < 1
+    ):
+        raise ConfigError(
+            f"{key}: {text!r} is not `none`, `live` or `<configuration>/<retriever>/<k>` with a "
+            f"configuration of {', '.join(CONFIGURATIONS)}, a retriever of "
+            f"{', '.join(RETRIEVERS)} and k >= 1"
+        )
+    return System(tuple(match["agents"].split("+")), match["retriever"], int(match["k"]))
 
 
 @register_env("gdpr")
@@ -106,6 +152,14 @@ class GdprEnvConfig(EnvConfig):
         "temperature": AT_LEAST_0,
         "format_weight": AT_LEAST_0,
     }
+
+    def check(self, path: str, config: Any) -> None:
+        parse_system(self.system, f"{path}.system")
+        names = [parse_system(name, f"{path}.eval_grid").name for name in self.eval_grid]
+        if not names or len(set(names)) < len(names):
+            raise ConfigError(
+                f"`{path}.eval_grid` {self.eval_grid} must list at least one system, each once"
+            )
 
     def build(self) -> Env:
         from lexrl.envs.gdpr.env import GdprEnv

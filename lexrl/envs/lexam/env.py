@@ -67,8 +67,7 @@ class LexamEnv(Env):
         items = load_lexam(source, config.config, config.hub_split, config.language or None)
         if not items:
             raise DatasetError(
-                f"env.lexam: no {config.language or 'any'}-language items of {config.config} in "
-                f"{source}"
+                f"env: no {config.language or 'any'}-language items of {config.config} in {source}"
             )
         self.split_rule = config.split or (
             "facts" if config.source == "sample" and config.config in MCQ_CONFIGS else "course"

@@ -321,7 +321,7 @@ def load_csaid(
         examples = "; ".join(f"{key}: {label[:40]!r}" for key, label in unmatched[:3])
         raise DatasetError(
             f"{queries_path}: {len(unmatched)} gold label(s) match no article of {corpus_path} "
-            f"after normalisation (e.g. {examples}); set `env.statute.allow_unmatched_gold: true` "
+            f"after normalisation (e.g. {examples}); set `env.allow_unmatched_gold: true` "
             "to drop them and continue"
         )
     return StatuteData(corpus=corpus, splits={"test": tasks}, corpus_source=source, notes=notes)

@@ -12,7 +12,7 @@ A real demo task (the built-in world, `dataset: demo`):
     query: "Help, my boss has not paid me for two months, and also my ex will not pay anything
             for our son. What can I do?"   gold: [Employment Act Article 5, Family Act Article 7]
 
-The first stage and the light reranker are `env.statute.retrieval` (BM25 by default; the paper's
+The first stage and the light reranker are `env.retrieval` (BM25 by default; the paper's
 dense + Qwen3-Reranker in `configs/stard_mas_grpo.yaml`). The outcome of an episode is the pool,
 best first, with each candidate's best retrieval score (what the final LLM reranker is shown).
 Departures from the paper, each a choice the paper leaves open: the pool is ordered by
@@ -209,7 +209,7 @@ class StatuteEnv(Env):
         self, tasks: list[Task], groups: list[Group] | None, request: ReportRequest
     ) -> EnvReport:
         """The MAS stage and end-to-end ranking of the policy (after the final LLM reranker when
-        `eval.final_reranker` is set) and the raw-query baselines of `env.statute.eval.baselines`, each with
+        `eval.final_reranker` is set) and the raw-query baselines of `env.eval.baselines`, each with
         intervals (`lexrl.envs.statute.report`)."""
         from lexrl.envs.statute.report import statute_report
 

@@ -69,7 +69,7 @@ class StatuteEvalConfig:
     baselines: list[str] = field(default_factory=list)
     """Retrieval baselines scored on the raw query in the same run: `bm25` (the Lucene variant),
     `bm25-stard` (the STARD authors' scorer), `dense`, `dense+reranker` (the last two use
-    `env.statute.retrieval`'s models)."""
+    `env.retrieval`'s models)."""
     final_reranker: FinalRerankerConfig = field(default_factory=FinalRerankerConfig)
     """The LLM reranker that turns the pool into the end-to-end ranking."""
 

@@ -3,7 +3,7 @@ baselines, in one report with bootstrap 95% intervals.
 
 - MAS stage (LegalMALR Table 7): the pool, best first, cut to `mas_k` (14): Recall and Hit.
 - End to end: the pool re-ordered by the final LLM reranker when one is configured (else the pool
-  order), scored at every K of `env.statute.eval.ks` with Recall, MRR, nDCG and Hit (ranx).
+  order), scored at every K of `env.eval.ks` with Recall, MRR, nDCG and Hit (ranx).
 - Baselines on the raw query: BM25 (lexrl's and the STARD authors' scorer), dense, dense + the
   light reranker.
 With several samples a task, a task's value is the mean over its samples; intervals resample tasks.
@@ -169,7 +169,7 @@ def baseline_report(
 def statute_report(
     env: StatuteEnv, tasks: Sequence[Task], groups: list[Group] | None, request: ReportRequest
 ) -> EnvReport:
-    """Score the policy's `groups` (if given) and `env.statute.eval.baselines` on `tasks`;
+    """Score the policy's `groups` (if given) and `env.eval.baselines` on `tasks`;
     writes `eval_<split>_final_rankings.jsonl` and `baseline_<name>_<split>.jsonl` into
     `request.out_dir`."""
     split, out = request.split, request.out_dir
