@@ -48,7 +48,8 @@ class ArgumentEnvConfig(EnvConfig):
     """`authors`: the distribution of the authors' `scenario_generator.py` (docs/sources.md):
     each precedent takes 1-3 of the current case's factors of its winner's side, with
     probability 0.7 1-3 more of its other factors, then random ones, so precedents share about
-    2.1 factors with the current case at complexity 3 and often equal it. `anchored`: lexrl's
+    2.3 factors with the current case at complexity 3 and often equal it (the authors' 2.2:
+    lexrl keeps only the draws whose current case has both sides' factors). `anchored`: lexrl's
     first generator (one shared factor per precedent, the rest drawn from all 26: 1.2 shared at
     complexity 3, almost never equal), kept to reproduce older runs."""
     mismatched: str = "swap_precedents"

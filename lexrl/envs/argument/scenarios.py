@@ -26,7 +26,9 @@ F2, F5, F12. c1 and c2 share F4 (Agreed-not-to-disclose, P); c1 and c3 share F5
 from __future__ import annotations
 
 import json
+import math
 import random
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,16 +172,34 @@ def _sorted(ids: set[str]) -> tuple[str, ...]:
 def _authors_precedent(
     c1: set[str], side: str, size: int, rng: random.Random, all_ids: list[str]
 ) -> set[str]:
-    """A precedent won by `side`, as the authors' generator builds it (docs/sources.md): 1-3 of
-    c1's factors favouring `side`, with probability 0.7 1-3 more of c1's other factors, then
-    random factors up to `size` (more when the factors taken from c1 already exceed it)."""
+    """A precedent won by `side`, as the authors' generator builds it (docs/sources.md):
+    `randint(1, min(3, n))` of c1's n factors favouring `side` (none when c1 has none), with
+    probability 0.7 `randint(1, min(3, m))` of c1's m other factors, then random factors up to
+    `size` (more when the factors taken from c1 already exceed it)."""
     own = [f for f in _sorted(c1) if FACTORS[f].favors == side]
-    taken = set(rng.sample(own, min(len(own), rng.randint(1, 3))))
+    taken = set(rng.sample(own, rng.randint(1, min(3, len(own))))) if own else set()
     if rng.random() < 0.7:
         others = [f for f in _sorted(c1) if f not in taken]
-        taken |= set(rng.sample(others, min(len(others), rng.randint(1, 3))))
+        if others:
+            taken |= set(rng.sample(others, rng.randint(1, min(3, len(others)))))
     rest = [f for f in all_ids if f not in taken]
     return taken | set(rng.sample(rest, max(0, size - len(taken))))
+
+
+def authors_draw(complexity: int, rng: random.Random) -> tuple[set[str], set[str], set[str]]:
+    """c1, the plaintiff's precedent and the defendant's precedent of one "arguable" triple as
+    the authors' generator draws it: c1 of complexity-1..complexity+1 factors (at least 2), each
+    precedent built from it (`_authors_precedent`). c1 may lack one side's factors, and the
+    triple then lacks an overlap its kind needs."""
+    all_ids = list(FACTORS)
+
+    def size(at_least: int = 1) -> int:
+        return rng.randint(max(at_least, complexity - 1), complexity + 1)
+
+    c1 = set(rng.sample(all_ids, size(at_least=2)))
+    return c1, _authors_precedent(c1, "P", size(), rng, all_ids), _authors_precedent(
+        c1, "D", size(), rng, all_ids
+    )
 
 
 def _draw(
@@ -203,14 +223,13 @@ def _draw(
         c2 = {p, *rng.sample([f for f in all_ids if f != p], size() - 1)}
         c3 = {d, *rng.sample([f for f in all_ids if f != d], size() - 1)}
         return c1, c2, c3
-    # The authors' c1 may lack a side's factor and their "arguable" triple then has no overlap
-    # (docs/sources.md); redrawing c1 until it has both sides keeps every triple what it claims.
-    c1: set[str] = set()
-    while not all(any(FACTORS[f].favors == side for f in c1) for side in "PD"):
-        c1 = set(rng.sample(all_ids, size(at_least=2)))
-    c2 = _authors_precedent(c1, "P", size(), rng, all_ids)
-    c3 = _authors_precedent(c1, "D", size(), rng, all_ids)
-    return c1, c2, c3
+    # The authors keep a c1 without one side's factors, and their "arguable" triple then has
+    # no overlap for that side (docs/sources.md); keeping only the draws whose c1 has both sides
+    # makes every triple what it claims.
+    while True:
+        c1, c2, c3 = authors_draw(complexity, rng)
+        if all(any(FACTORS[f].favors == side for f in c1) for side in "PD"):
+            return c1, c2, c3
 
 
 def generate_scenario(
@@ -278,18 +297,27 @@ def generate_scenarios(
 
 
 def overlap_statistics(scenarios: Sequence[Scenario]) -> dict[str, float]:
-    """How much the precedents of arguable triples overlap the current case: the mean number of
-    factors a precedent shares with c1, and the share of triples with a precedent equal to c1
-    (docs/sources.md gives the authors' generator's: 2.1 and 128 of 300 at complexity 3, 3.1
-    and 58 of 300 at complexity 5)."""
-    arguable = [s for s in scenarios if s.kind == "arguable"]
+    """How much the precedents of arguable triples overlap the current case
+    (`triple_overlaps`)."""
+    arguable = [(s.c1, s.c2, s.c3) for s in scenarios if s.kind == "arguable"]
     if not arguable:
         raise ValueError("overlap statistics need arguable triples")
-    shared = [len(set(s.c1) & set(p)) for s in arguable for p in (s.c2, s.c3)]
-    equal = [s.c2 == s.c1 or s.c3 == s.c1 for s in arguable]
+    return triple_overlaps(arguable)
+
+
+def triple_overlaps(triples: Sequence[tuple[Sequence[str], ...]]) -> dict[str, float]:
+    """Of (c1, c2, c3) triples: the mean number of factors a precedent shares with c1, its
+    standard error, and the share of triples with a precedent equal to c1 and its standard
+    error. The authors' generator gives 2.20 and 140 of 300 at complexity 3, 3.21 and 51 of
+    300 at complexity 5, over 3,000 seeds (docs/sources.md)."""
+    shared = [len(set(c1) & set(p)) for c1, c2, c3 in triples for p in (c2, c3)]
+    equal = [set(c2) == set(c1) or set(c3) == set(c1) for c1, c2, c3 in triples]
+    share = sum(equal) / len(equal)
     return {
-        "shared_per_precedent": sum(shared) / len(shared),
-        "triples_with_a_precedent_equal_to_c1": sum(equal) / len(equal),
+        "shared_per_precedent": statistics.fmean(shared),
+        "shared_per_precedent_se": statistics.stdev(shared) / math.sqrt(len(shared)),
+        "triples_with_a_precedent_equal_to_c1": share,
+        "triples_with_a_precedent_equal_to_c1_se": math.sqrt(share * (1 - share) / len(equal)),
     }
 
 
