@@ -197,8 +197,10 @@ def authors_draw(complexity: int, rng: random.Random) -> tuple[set[str], set[str
         return rng.randint(max(at_least, complexity - 1), complexity + 1)
 
     c1 = set(rng.sample(all_ids, size(at_least=2)))
-    return c1, _authors_precedent(c1, "P", size(), rng, all_ids), _authors_precedent(
-        c1, "D", size(), rng, all_ids
+    return (
+        c1,
+        _authors_precedent(c1, "P", size(), rng, all_ids),
+        _authors_precedent(c1, "D", size(), rng, all_ids),
     )
 
 
