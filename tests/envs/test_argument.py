@@ -155,21 +155,22 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
     assert trajectory.metrics["format_validity"] == pytest.approx(2 / 3)
     # The reward gates every credit on a right decision: only ply 1 argues the analogy where it
     # can be argued; ply 2 abstains there (and pays the over-abstention penalty) and ply 3
-    # cites nothing, so both earn 0. Ply 1's quality: 2 of the 2 analogy citations (F4 for c1
-    # and c2), 1 outside them: (2 - 1) / 2.
+    # cites nothing, so both earn 0, and the argument, as good as its weakest ply, earns 0.
+    # Every ply can be argued, so none earns abstention credit.
     assert trajectory.components == pytest.approx(
         {
-            "abstention": 1 / 3,
+            "abstention": 0.0,
             "hallucination": 8 / 9 * 1 / 3,
-            "utilisation": 0.5 * 0.5 / 3,
+            "utilisation": 0.0,
             "format": 0.2 * 1 / 3,
             "over_abstention": -0.6 * 1 / 3,
             "failed_abstention": 0.0,  # every ply of TABLE_1 can be argued: none owes an abstention
         }  # fmt: skip
     )
-    # plaintiff: ply 1 (abstention 1, hallucination 8/9, utilisation 0.5 * 0.5, format 0.2) and
-    # ply 3 (0, 0, 0, 0); defendant: ply 2 (0, 0, 0, 0, over-abstention -0.6)
-    ply1 = 1 + 8 / 9 + 0.5 * 0.5 + 0.2
+    # plaintiff: ply 1 (hallucination 8/9; utilisation 0.5 * its quality: the 2 analogy
+    # citations said of c1 and c2 in one clause, F23 said of c2 outside them: 1 - 1/2; format
+    # 0.2) and ply 3 (nothing); defendant: ply 2 (over-abstention -0.6)
+    ply1 = 8 / 9 + 0.5 * 0.5 + 0.2
     assert trajectory.role_rewards == pytest.approx({"plaintiff": ply1 / 2, "defendant": -0.6})
 
 

@@ -12,8 +12,11 @@ from lexrl.envs.argument.env import ArgumentEnv, render_cases, to_task
 from lexrl.envs.argument.grounding import (
     argued_citations,
     argument_quality,
+    as_text_says,
     named_factors,
     relevant_citations,
+    text_citations,
+    text_denials,
 )
 from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.argument.parsing import ParsedPly, parse_ply
@@ -61,8 +64,12 @@ def test_a_fixed_sentence_above_every_factor_earns_no_utilisation():
     # Not grounded either: the decision to argue is wrong, so the ply earns nothing at all.
     assert not right_decision(TABLE_1, 0, fixed)
     assert ply_components(TABLE_1, 0, fixed) == dict.fromkeys(ply_components(TABLE_1, 0, fixed), 0)
-    named = ply("Cited: F2, F4, F5, F12, F16, F23.", **every)
-    # Named, every factor is argued: 2 citations right, 7 outside the analogy cancel them.
+    listed = ply("Cited: F2, F4, F5, F12, F16, F23.", **every)
+    # Ids under no case are said of none of them: nothing is argued.
+    assert argued_citations(listed) == set()
+    named = ply("c1 has F4, F5 and F23; c2 has F2, F4 and F16; c3 has F2, F5 and F12.", **every)
+    # Said of their cases, every factor is argued: 2 citations right, 7 outside the analogy
+    # cancel them.
     assert len(argued_citations(named)) == 9
     assert argument_quality(TABLE_1, 0, named) == 0.0
 
@@ -90,13 +97,26 @@ def test_the_teachers_triple_earns_full_utilisation_and_a_dump_earns_little():
         for i, role in ((1, "plaintiff"), (2, "defendant"), (3, "plaintiff"))
     ]
     assert triple_components(TABLE_1, plies)["utilisation"] == 1.0
-    dump = argument_policies()["rule_naming_every_factor"](task, random.Random(0))
-    dumped = [
-        parse_ply(dump(role, [{"role": "user", "content": f"{prompt}\n\nWrite ply {i} of 3"}]))
-        for i, role in ((1, "plaintiff"), (2, "defendant"), (3, "plaintiff"))
-    ]
-    assert [right_decision(TABLE_1, i, p) for i, p in enumerate(dumped)] == [True] * 3
-    assert triple_components(TABLE_1, dumped)["utilisation"] < 0.2
+
+    def played(policy):
+        respond = argument_policies()[policy](task, random.Random(0))
+        return [
+            parse_ply(
+                respond(role, [{"role": "user", "content": f"{prompt}\n\nWrite ply {i} of 3"}])
+            )
+            for i, role in ((1, "plaintiff"), (2, "defendant"), (3, "plaintiff"))
+        ]
+
+    # Every factor said of its own case, no two cases compared: no ply argues anything.
+    dumped = played("rule_naming_every_factor")
+    assert [right_decision(TABLE_1, i, p) for i, p in enumerate(dumped)] == [False] * 3
+    assert triple_components(TABLE_1, dumped)["utilisation"] == 0.0
+    # The shared factors compared, whatever their side: every decision is grounded, but the
+    # counterargument and the rebuttal distinguish nothing, so the argument is unfinished.
+    shared = played("rule_naming_shared_factors")
+    assert [right_decision(TABLE_1, i, p) for i, p in enumerate(shared)] == [True] * 3
+    assert argument_quality(TABLE_1, 0, shared[0]) == 1.0
+    assert triple_components(TABLE_1, shared)["utilisation"] == 0.0
 
 
 @pytest.mark.parametrize("layout", ["inline", "by_side"])
@@ -149,3 +169,53 @@ def test_each_rule_decides_and_cites_as_its_name_says():
     reply = json.loads(fixed("single", render_cases(to_task(TABLE_1).inputs)))
     assert list(reply) == ["plaintiff", "defendant", "rebuttal"]
     assert all(named_factors(p["argument"]) == set() for p in reply.values())
+
+
+def test_a_denied_citation_earns_nothing():
+    json_lists = {"c1": ["F4"], "c2": ["F4"]}
+    said = ply("Like c2, c1 has F4.", **json_lists)
+    assert argument_quality(TABLE_1, 0, said) == 1.0 and right_decision(TABLE_1, 0, said)
+    for denial in (
+        "c1 does not share F4 with c2.",
+        "Unlike F4 in c2, c1 has nothing.",
+        "c1 lacks F4, like c2.",
+        "Neither c1 nor c2 has Agreed-not-to-disclose.",
+    ):
+        denied = ply(denial, **json_lists)
+        assert argued_citations(denied) == set(), denial
+        assert argument_quality(TABLE_1, 0, denied) == 0.0 and not right_decision(
+            TABLE_1, 0, denied
+        ), denial
+
+
+def test_a_factor_said_of_one_case_is_not_said_of_another():
+    # F4 said of c1 alone: the JSON's F4 for c2 and c3 is not argued, and no analogy is made.
+    one = ply("c1 has F4.", c1=["F4"], c2=["F4"], c3=["F4"])
+    assert argued_citations(one) == {("c1", "F4")}
+    assert argument_quality(TABLE_1, 0, one) == 0.0
+    assert text_citations("Like c2, c1 has F4; c3 has F5.") == {
+        ("c1", "F4"),
+        ("c2", "F4"),
+        ("c3", "F5"),
+    }
+    # A distinction needs the factor said of one case and denied of the other.
+    assert text_citations("c2 has F2, which c1 lacks.") == {("c2", "F2")}
+    assert text_denials("c2 has F2, which c1 lacks.") == {("c1", "F2")}
+    assert text_denials("Unlike c2, c1 has F5.") == {("c2", "F5")}
+
+
+def test_a_name_matches_only_as_a_whole_cato_name():
+    # F19 "No-security-measures" contains F6 "Security-measures", and its "No" is no denial.
+    assert named_factors("c1 has No-security-measures.") == {"F19"}
+    assert named_factors("c1 has no security measures") == {"F19"}
+    assert text_citations("Like c2, c1 has No-security-measures.") == {("c1", "F19"), ("c2", "F19")}
+    assert named_factors("c1 has Security-measures.") == {"F6"}
+    # "not" inside F4's and F5's names is no denial either.
+    assert text_citations("Like c3, c1 has Agreement-not-specific.") == {("c1", "F5"), ("c3", "F5")}
+
+
+def test_the_metrics_read_from_the_text_see_what_the_json_hides():
+    listed = ply("The factors: F4.", c1=["F4"], c2=["F4"])
+    assert as_text_says(listed).factors == {"c1": (), "c2": (), "c3": ()}
+    said = ply("Like c2, c1 has F4; c3 has F7.", c1=["F4"], c2=["F4"])
+    assert as_text_says(said).factors == {"c1": ("F4",), "c2": ("F4",), "c3": ("F7",)}

@@ -9,7 +9,7 @@ from lexrl.envs.argument.parsing import (
     parse_three_plies,
     parse_verdict,
 )
-from lexrl.envs.argument.reward import triple_components
+from lexrl.envs.argument.reward import task_score, triple_components
 from lexrl.envs.argument.scenarios import KINDS, TABLE_1, Scenario, generate_scenario
 from lexrl.envs.argument.teacher import (
     teacher_plies,
@@ -35,11 +35,13 @@ def test_teacher_plies_score_perfectly_on_every_kind():
             assert score.abstention_accuracy == 1.0, scenario
             assert score.format_validity == 1.0, scenario
             components = triple_components(scenario, parsed)
-            assert components["abstention"] == 1.0, scenario
+            assert task_score(scenario, parsed) == 1.0, scenario
             if kind == "arguable":
                 assert components["utilisation"] == 1.0, scenario
+                assert components["abstention"] == 0.0, scenario
             else:
                 assert score.successful_abstention == 1.0, scenario
+                assert components["abstention"] == 1.0, scenario
 
 
 def test_teacher_plies_on_table_1():
@@ -59,7 +61,9 @@ def test_teacher_plies_on_table_1():
     # is the analogy to c2. Not F2 / F12: they favour the plaintiff, so they strengthen c3's
     # loss for the plaintiff no more than c1 does.
     assert rebuttal["factors"] == {"c1": ["F4"], "c2": ["F4"], "c3": []}
-    assert not rebuttal["abstain"] and "analogy to c2 on F4" in rebuttal["argument"]
+    assert rebuttal["argument"] == (
+        "c3 is distinguishable: c1 has F4, which c3 lacks. The analogy of c1 to c2 on F4 stands."
+    )
     single = json.loads(teacher_triple_text((plaintiff, defendant, rebuttal)))
     assert list(single) == ["plaintiff", "defendant", "rebuttal"]
 

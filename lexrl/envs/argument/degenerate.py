@@ -1,15 +1,28 @@
 """The argument env's degenerate policies (`lexrl audit`): plies that ignore whether the triple
-can be argued, and the cheap rules a reviewer would write over the prompt. As analyst and
-polisher (RMA) every one of them rubber-stamps every draft, the reviewers' own cheap strategy.
+can be argued, and the cheap rules a reviewer would write over the prompt, each skipping one part
+of the task (Zhang and Ashley 2025, "Mitigating Manipulation and Enhancing Persuasion",
+arXiv:2506.02992): deciding, abstaining where it must, arguing where it can, citing with the
+right side, or comparing the cases. As analyst and polisher (RMA) every one of them
+rubber-stamps every draft, the reviewers' own cheap strategy.
 
 The rules read only the prompt they are sent (the cases as `render_cases` prints them, the
-earlier plies, "Write ply N of 3"), never the gold:
+earlier plies, "Write ply N of 3"), never the gold. The CATO analogies and distinctions of a
+ply are a function of the prompt alone, so `cato_*` rules start from the scripted teacher's plies
+for the cases the prompt prints (`prompt_teacher_plies`) and skip one part:
+- `cato_ids_only`: the teacher's citations, the text only their ids ("F4, F6.");
+- `cato_denied`: the teacher's citations, the text denying each ("c1 does not have F4");
+- `cato_analogies_only`: the teacher's decisions and analogies, no distinction;
+- `cato_never_abstains`: the teacher's plies where it argues, an analogy on the shared factors
+  of the ply's side (or c1's own factors of that side) where it abstains;
+- `cato_abstains_on_the_rebuttal`: the teacher's plies, the rebuttal always abstaining;
+- `cato_decisions_citing_the_other_side`: the teacher's decisions, citing the factors of c1
+  and of the precedent that favour the other side (every decision right, nothing relevant);
+- `never_compares`: argue every ply, citing every factor of c1 and of the precedent that favours
+  the ply's side, each said of its own case, never of both;
 - `rule_*`: argue a ply exactly when its precedent was decided for its side and shares any
-  factor id with c1 (the two-part decision rule that gets every decision right on generated
-  triples), citing every listed factor under a fixed sentence, naming every factor in the text,
-  or citing every factor c1 shares with the precedent whatever side it favours (reading which
-  side each factor favours is the task's skill, not a surface cue: a rule that does it, and so
-  writes the analogy, is a partial teacher and earns most of the reward);
+  factor id with c1 (the two-part decision rule that gets almost every decision right on
+  generated triples), citing every listed factor under a fixed sentence, saying every factor of
+  its case, or saying of c1 and the precedent every factor they share whatever side it favours;
 - `outcome_only_*`: argue when the precedent was decided for the ply's side, shared factors
   unread;
 - `random_decision_*`: argue or abstain at random, per ply;
@@ -24,7 +37,9 @@ import random
 import re
 from collections.abc import Callable
 
-from lexrl.envs.argument.scenarios import CASES, PLIES
+from lexrl.envs.argument.factors import FACTORS, factor_number
+from lexrl.envs.argument.scenarios import CASES, PLIES, Scenario
+from lexrl.envs.argument.teacher import teacher_plies
 from lexrl.envs.degenerate import PolicyFactory, generic_policies, last_user_text
 from lexrl.rollout.policy import Messages, Teacher
 from lexrl.types import Task
@@ -63,6 +78,7 @@ _PLY_REQUEST = re.compile(r"Write ply (\d) of 3")
 _EARLIER_PLY = re.compile(r"^Ply \d \([^)]*\): (.*)$", re.M)
 _PRECEDENT = ("c2", "c3", "c2")
 _SIDE = ("plaintiff", "defendant", "plaintiff")
+_FAVOURS = ("P", "D", "P")
 
 
 def read_cases(prompt: str) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -94,19 +110,27 @@ def _random(index: int, factors: dict, winners: dict, rng: random.Random) -> boo
     return rng.random() < 0.5
 
 
+def _listed(ids: list[str]) -> str:
+    return ", ".join(ids)
+
+
+def _said(cited: dict[str, list[str]]) -> str:
+    """Each case's citations said of that case alone: "c1 has F4, F6. c2 has F4."."""
+    return " ".join(f"{case} has {_listed(ids)}." for case, ids in cited.items() if ids)
+
+
 def _citing(how: str, index: int, factors: dict[str, list[str]]) -> dict:
     """An arguing ply: `fixed` cites every listed factor under a sentence naming none, `every`
-    names and cites every listed factor, `shared` names and cites the factors c1 shares with
-    the ply's precedent, for both cases."""
+    cites every listed factor and says each of its case, `shared` cites the factors c1 shares
+    with the ply's precedent and says them of both cases."""
+    precedent = _PRECEDENT[index]
     if how == "shared":
-        precedent = _PRECEDENT[index]
         shared = [f for f in factors.get("c1", ()) if f in factors.get(precedent, ())]
         cited = {case: shared if case in ("c1", precedent) else [] for case in CASES}
+        text = f"{ARGUMENT} c1 and {precedent} share {_listed(shared)}." if shared else ARGUMENT
     else:
         cited = {case: list(factors.get(case, ())) for case in CASES}
-    text = ARGUMENT
-    if how != "fixed":
-        text = f"{ARGUMENT} The factors: {', '.join(dict.fromkeys(f for ids in cited.values() for f in ids))}."
+        text = ARGUMENT if how == "fixed" else f"{ARGUMENT} {_said(cited)}"
     return {"argument": text, "abstain": False, "factors": cited}
 
 
@@ -114,14 +138,14 @@ def _abstention() -> dict:
     return {"argument": ABSTENTION, "abstain": True, "factors": {case: [] for case in CASES}}
 
 
-def _ruled(decide: Decide, how: str) -> PolicyFactory:
-    """Each ply argued (`_citing(how)`) or abstained as `decide` says, from the prompt alone."""
+PlyRule = Callable[[int, dict[str, list[str]], dict[str, str], random.Random], dict]
+"""Ply `index` as a dict of the ply schema, from the cases and winners the prompt shows."""
+
+
+def _from_prompt(rule: PlyRule) -> PolicyFactory:
+    """Each ply written by `rule` from the prompt alone."""
 
     def factory(task: Task, rng: random.Random) -> Teacher:
-        def ply(index: int, factors: dict, winners: dict) -> dict:
-            argues = decide(index, factors, winners, rng)
-            return _citing(how, index, factors) if argues else _abstention()
-
         def respond(role: str, messages: Messages) -> str:
             if role in REVIEWS:
                 return REVIEWS[role]
@@ -130,14 +154,123 @@ def _ruled(decide: Decide, how: str) -> PolicyFactory:
             )
             factors, winners = read_cases(prompt)
             if role == "single":
-                return json.dumps({name: ply(i, factors, winners) for i, name in enumerate(PLIES)})
+                return json.dumps(
+                    {name: rule(i, factors, winners, rng) for i, name in enumerate(PLIES)}
+                )
             request = _PLY_REQUEST.search(prompt)
             index = int(request.group(1)) - 1 if request else 0
-            return json.dumps(ply(index, factors, winners))
+            return json.dumps(rule(index, factors, winners, rng))
 
         return respond
 
     return factory
+
+
+def _ruled(decide: Decide, how: str) -> PolicyFactory:
+    """Each ply argued (`_citing(how)`) or abstained as `decide` says."""
+
+    def rule(index: int, factors: dict, winners: dict, rng: random.Random) -> dict:
+        argues = decide(index, factors, winners, rng)
+        return _citing(how, index, factors) if argues else _abstention()
+
+    return _from_prompt(rule)
+
+
+def prompt_teacher_plies(
+    factors: dict[str, list[str]], winners: dict[str, str]
+) -> tuple[dict, dict, dict]:
+    """The scripted teacher's three plies for the cases a prompt prints: what the CATO rule
+    argues from the prompt alone."""
+    side = {"plaintiff": "P", "defendant": "D"}
+    cases = {case: tuple(sorted(factors.get(case, ()), key=factor_number)) for case in CASES}
+    scenario = Scenario(
+        id="prompt",
+        kind="arguable",
+        c1=cases["c1"],
+        c2=cases["c2"],
+        c3=cases["c3"],
+        c2_outcome=side.get(winners.get("c2", ""), "P"),
+        c3_outcome=side.get(winners.get("c3", ""), "D"),
+        complexity=None,
+    )
+    return teacher_plies(scenario)
+
+
+def _own_side(index: int, ids: list[str]) -> list[str]:
+    return [f for f in ids if f in FACTORS and FACTORS[f].favors == _FAVOURS[index]]
+
+
+def _cato(change: Callable[[int, dict, dict, dict], dict]) -> PolicyFactory:
+    """The teacher's ply for the prompt's cases, changed by `change(index, ply, factors,
+    winners)`."""
+
+    def rule(index: int, factors: dict, winners: dict, rng: random.Random) -> dict:
+        return change(index, prompt_teacher_plies(factors, winners)[index], factors, winners)
+
+    return _from_prompt(rule)
+
+
+def _ids_only(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    if ply["abstain"]:
+        return ply
+    ids = dict.fromkeys(f for case in CASES for f in ply["factors"][case])
+    return ply | {"argument": f"{_listed(list(ids))}."}
+
+
+def _denied(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    if ply["abstain"]:
+        return ply
+    denials = [f"{case} does not have {f}." for case in CASES for f in ply["factors"][case]]
+    return ply | {"argument": " ".join(denials)}
+
+
+def _analogy(index: int, factors: dict) -> dict:
+    """The analogy of c1 to the ply's precedent on their shared factors of the ply's side, or,
+    when they share none, c1's own factors of that side said of c1."""
+    precedent = _PRECEDENT[index]
+    shared = _own_side(index, [f for f in factors.get("c1", ()) if f in factors.get(precedent, ())])
+    if shared:
+        cited = {case: shared if case in ("c1", precedent) else [] for case in CASES}
+        text = f"Like {precedent}, c1 has {_listed(shared)}."
+    else:
+        own = _own_side(index, list(factors.get("c1", ())))
+        cited = {case: own if case == "c1" else [] for case in CASES}
+        text = f"c1 has {_listed(own)}." if own else ARGUMENT
+    return {"argument": text, "abstain": False, "factors": cited}
+
+
+def _analogies_only(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    return ply if ply["abstain"] else _analogy(index, factors)
+
+
+def _never_abstains(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    return _analogy(index, factors) if ply["abstain"] else ply
+
+
+def _abstains_on_the_rebuttal(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    return _abstention() if index == 2 else ply
+
+
+def _other_side(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    if ply["abstain"]:
+        return ply
+    precedent = _PRECEDENT[index]
+    other = [f for f in factors.get("c1", ()) + factors.get(precedent, ())
+             if f not in _own_side(index, [f])]  # fmt: skip
+    cited = {
+        case: [f for f in factors.get(case, ()) if f in other] if case in ("c1", precedent) else []
+        for case in CASES
+    }
+    return {"argument": _said(cited) or ARGUMENT, "abstain": False, "factors": cited}
+
+
+def _never_compares(index: int, factors: dict, winners: dict, rng: random.Random) -> dict:
+    precedent = _PRECEDENT[index]
+    cited = {
+        case: _own_side(index, list(factors.get(case, ()))) if case in ("c1", precedent) else []
+        for case in CASES
+    }
+    return {"argument": _said(cited) or ARGUMENT, "abstain": False, "factors": cited}
 
 
 def _copy_previous(task: Task, rng: random.Random) -> Teacher:
@@ -168,6 +301,18 @@ def argument_policies() -> dict[str, PolicyFactory]:
         "cite_every_factor": _plies(abstain=False, cite_all=True),
         "never_abstain_uncited": _plies(abstain=False, cite_all=False),
         "always_argue_naming_every_factor": _ruled(lambda *_: True, "every"),
+        "cato_ids_only": _cato(_ids_only),
+        "cato_denied": _cato(_denied),
+        "cato_analogies_only": _cato(_analogies_only),
+        "cato_never_abstains": _cato(_never_abstains),
+        "cato_abstains_on_the_rebuttal": _cato(_abstains_on_the_rebuttal),
+        "cato_decisions_citing_the_other_side": _cato(_other_side),
+        "never_compares": _from_prompt(_never_compares),
+        "outcome_only_never_compares": _from_prompt(
+            lambda i, f, w, rng: (
+                _never_compares(i, f, w, rng) if _outcome_only(i, f, w, rng) else _abstention()
+            )
+        ),
         "rule_fixed_sentence_every_factor": _ruled(_rule, "fixed"),
         "rule_naming_every_factor": _ruled(_rule, "every"),
         "rule_naming_shared_factors": _ruled(_rule, "shared"),

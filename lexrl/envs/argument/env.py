@@ -35,7 +35,7 @@ from typing import Any
 
 from lexrl.envs.argument.degenerate import argument_policies
 from lexrl.envs.argument.factors import FACTORS, factor_number
-from lexrl.envs.argument.grounding import argument_quality
+from lexrl.envs.argument.grounding import argument_quality, as_text_says
 from lexrl.envs.argument.metrics import (
     AUTHORS_METRICS,
     argument_table,
@@ -56,6 +56,7 @@ from lexrl.envs.argument.reward import (
     COMPONENTS,
     ply_components,
     right_decision,
+    task_score,
     triple_components,
     weighted,
 )
@@ -108,7 +109,18 @@ rate on arguable triples minus that on non-arguable ones is the policy's separat
 0 for a policy that decides blind, 1 for one that reads whether a factor is shared); a policy can
 raise both rates together, which moves its threshold and not its separation
 (docs/envs/argument.md)."""
+TEXT_VARIANTS = (
+    "hallucination_accuracy",
+    "utilisation_recall",
+    "authors_hallucination_accuracy",
+    "authors_factor_recall",
+    "authors_successful_abstention",
+)
+"""The paper's metrics that read the cited factors, computed a second time (`<name>_text`) from
+the factors each ply's text says of each case (`grounding.as_text_says`), as the paper's
+extractor reads them from the prose (sec. 4.4), beside the ones from the JSON lists."""
 METRICS = (
+    "task_score",
     "argument_quality",
     *DECISION_METRICS,
     *ARGUE_METRICS,
@@ -119,6 +131,7 @@ METRICS = (
     "successful_abstention",
     "format_validity",
     *AUTHORS_METRICS,
+    *(f"{name}_text" for name in TEXT_VARIANTS),
 )
 
 
@@ -213,10 +226,13 @@ class PlyRecord:
 
 class ArgumentEnv(Env):
     name = "argument"
-    headline_metric = "argument_quality"
-    """The mean `grounding.argument_quality` of the plies that can be argued (arguable triples
-    only): the skill, which a rule over the prompt cannot fake. The paper's Acc_H is 1.0 for
-    every policy that cites nothing, empty replies included, so it cannot show progress."""
+    headline_metric = "task_score"
+    """The mean `reward.task_score` over every triple: 1 for a triple argued in full or
+    abstained on in full, so a policy that never abstains scores at most the share of arguable
+    triples (a third of the test split), one that always abstains the rest, and one that skips
+    the distinctions little more. `argument_quality` (arguable triples only) and the
+    right-decision rate per kind stand beside it. The paper's Acc_H is 1.0 for every policy that
+    cites nothing, empty replies included, so it cannot show progress."""
 
     def __init__(self, config: ArgumentEnvConfig):
         self.config = config
@@ -456,6 +472,8 @@ class ArgumentEnv(Env):
                 trajectory.failed = "factor extractor failed"
                 return trajectory
         metrics = {k: v for k, v in asdict(score_triple(scenario, scored)).items() if k in METRICS}
+        said = asdict(score_triple(scenario, [as_text_says(ply) for ply in plies]))
+        metrics.update({f"{name}_text": said[name] for name in TEXT_VARIANTS})
         metrics.update(decision_metrics(scenario, plies))
         if self.config.workflow == "RMA":
             metrics["revisions"] = float(sum(r.revision is not None for r in records))
@@ -568,10 +586,11 @@ class ArgumentEnv(Env):
 
 
 def decision_metrics(scenario: Scenario, plies: list[ParsedPly]) -> dict[str, float]:
-    """`right_decision`, `right_decision_<kind>`, `argues_<kind>` and, where a ply can be
-    argued, `argument_quality` (the mean over those plies) of one triple."""
+    """`task_score`, `right_decision`, `right_decision_<kind>`, `argues_<kind>` and, where a
+    ply can be argued, `argument_quality` (the mean over those plies) of one triple."""
     right = sum(right_decision(scenario, i, ply) for i, ply in enumerate(plies)) / len(plies)
     metrics = {
+        "task_score": task_score(scenario, plies),
         "right_decision": right,
         f"right_decision_{scenario.kind}": right,
         f"argues_{scenario.kind}": sum(not ply.abstain for ply in plies) / len(plies),

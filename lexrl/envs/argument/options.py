@@ -102,25 +102,25 @@ class ArgumentEnvConfig(EnvConfig):
     temperature: float = 1.0
     """Sampling temperature of every agent (the paper's sec. 4.1 does not give one for training;
     evaluation runs use `eval.greedy` for the paper's deterministic setting)."""
-    abstention_weight: float = 0.25
-    """Reward weight of the share of plies whose decision is right: abstain (fabricating nothing)
-    where the ply cannot be grounded, argue at least one citation a CATO argument makes where it
-    can. Every other component of a ply is gated on this decision (`lexrl.envs.argument.reward`).
-    Small beside `utilisation_weight`: the decision alone can be read off the prompt by a rule
-    (the precedent's outcome line and a shared factor id), so it must not carry the reward."""
+    abstention_weight: float = 2.0
+    """Reward weight of the share of plies that must abstain and do, fabricating nothing (0 on
+    an arguable triple): a triple whose plies must all abstain is worth half an argued one, so a
+    policy that decides every ply rightly but cites nothing relevant earns half of the teacher's
+    reward (Zhang and Ashley 2025, sec. 1: abstaining is half of the task, arguing the other
+    half). Every other component of a ply is gated on its decision
+    (`lexrl.envs.argument.reward`)."""
     hallucination_weight: float = 0.25
     """Reward weight of hallucination accuracy, max(0, 1 - N_h / N_gt) (Zhang and Ashley 2025, eq. 1-2), over
     the plies that argue rightly only: an abstention claims nothing, so it earns no credit for
     fabricating nothing. Small for the same reason: citing only listed factors is free to a
     rule, and `utilisation` already counts a fabricated citation against the ply."""
     utilisation_weight: float = 4.0
-    """Reward weight of the argument quality (`grounding.argument_quality`: the side-aware form
-    of Rec_U, Zhang and Ashley 2025, eq. 3-4 with the CATO analogies and distinctions of sec. 3.1 and 4.1) of
-    the plies that argue rightly. The largest weight: arguing is the skill. With the test split's
-    equal kinds, a rule that decides every ply rightly and cites every factor c1 shares with the
-    precedent, whatever side it favours (quality about 0.42 on arguable triples), earns
-    (2 * 0.3 + 0.55 + 4 * 0.42) / (2 * 0.3 + 4.55) = 55% of the teacher's reward; at weights
-    1 / 1 / 0.5 / 0.2 it earned 96% (`lexrl audit`, docs/benchmarks.md)."""
+    """Reward weight of the argument's quality: the least `grounding.argument_quality` over the
+    plies that can be argued (each ply's worst part, analogy or distinction, minus its citations
+    outside the CATO argument: the side-aware form of Rec_U, Zhang and Ashley 2025, eq. 3-4 with
+    the analogies and distinctions of sec. 3.1 and 4.1). The largest weight: a 3-ply argument
+    is one argument, and a rule that makes only the analogies, or abstains on the rebuttal,
+    leaves it unfinished (`lexrl audit`, docs/envs/argument.md)."""
     format_weight: float = 0.05
     """Reward weight of format validity: the share of plies that are the JSON asked for and
     decided rightly (valid JSON with the wrong decision earns nothing)."""
@@ -134,16 +134,15 @@ class ArgumentEnvConfig(EnvConfig):
     arguing (even wrongly) beats abstaining on an arguable ply. The teacher and every rule that
     decides rightly never pay it. Under `grpo.scale_rewards: group` its size matters little (each
     group's advantages are divided by its own spread); `configs/argument_cpu.yaml` sets 0.5."""
-    failed_abstention_penalty: float = 0.0
+    failed_abstention_penalty: float = 2.0
     """Reward taken per share of plies that do not abstain where they must: the manipulation of
-    Zhang and Ashley 2025, sec. 1, an argument where none can be grounded (the failures its "successful
-    abstention" counts, sec. 4.4). 0, the paper's scoring, makes such a ply earn what a wrong
-    abstention earns, nothing, against 0.3 for abstaining: a gap about a tenth of an arguable
-    ply's. Under `grpo.scale_rewards: none` the arguable triples' larger gaps then win, and the
-    policy stops abstaining where it must (docs/benchmarks.md). The counterpart of
-    `over_abstention_penalty`; the teacher and every rule that decides rightly never pay it.
-    Measured at 1 to 3 on the CPU demo it moves the 2-layer policy along the same trade-off
-    (more abstentions, fewer arguments) and teaches neither kind, so no config sets it."""
+    Zhang and Ashley 2025, sec. 1, an argument where none can be grounded (the failures its
+    "successful abstention" counts, sec. 4.4). Equal to `abstention_weight`, so arguing every
+    ply of a triple that must abstain costs the triple as much as the teacher's argument earns
+    on an arguable one (`utilisation_weight`): a wrong decision costs what a wrong citation set
+    does, and a policy that never abstains earns about a tenth of the teacher's reward. The
+    counterpart of `over_abstention_penalty`; the teacher and every rule that decides rightly
+    never pay it."""
 
     CHOICES = {
         "workflow": WORKFLOWS,

@@ -4,58 +4,52 @@ plies; the metrics they build on are `lexrl.envs.argument.metrics` (Zhang and As
 "Mitigating Manipulation and Enhancing Persuasion", arXiv:2506.02992, sec. 4.4), which stay the
 paper's: only the reward is gated.
 
-The paper's goal (sec. 1) is a model that argues from the cases' factors where an
-argument can be grounded and abstains where it cannot, fabricating nothing either way. So every
-credit of a ply is gated on its decision being right (`right_decision`):
+The paper's goal (sec. 1) is a model that argues from the cases' factors where an argument can
+be grounded and abstains where it cannot, fabricating nothing either way. Each part of that task
+counts, and a policy that skips any one of them (deciding, abstaining where it must, arguing
+where it can, citing with the right side, comparing the cases) earns at most about half of the
+teacher's reward at the default weights (`lexrl audit`):
 - a ply that must abstain (`expected_abstentions`) is right when it abstains citing no factor
   its case lacks (a fabricated reason is manipulation too, sec. 1);
-- a ply that can be argued is right when it argues and its text argues at least one of the
-  citations a CATO argument makes (`grounding.relevant_citations`, sec. 3.1 and 4.1): an
-  argument that uses no factor is not grounded (sec. 1, "poor factor utilization"), and a list
-  of ids under a sentence that names none of them argues nothing (`grounding.argued_citations`).
+- a ply that can be argued is right when it argues at least one citation of its CATO argument
+  as `grounding.part_citations_argued` reads the text (an analogy said of c1 and the precedent
+  together, a distinction said of one case and denied of the other, sec. 3.1 and 4.1);
+- the argument of a triple is as good as its weakest ply (`utilisation`): the paper scores the
+  3-ply argument as one (its successful abstention, sec. 4.4, is all three plies or nothing),
+  and a rebuttal that abstains, or a counterargument without its distinction, leaves the
+  argument unfinished however good the other plies are.
 A ply with the wrong decision earns nothing, not even the format credit; an abstaining ply earns
 no hallucination credit (it claims nothing, so "no fabrication" is free: the paper scores Acc_H
 on the factors an argument mentions and Rec_U 0 on an abstention, sec. 4.4.2).
 
-Most of a triple's worth is the argument itself (`utilisation`, weighted highest by default):
-which way to decide can be read off the prompt by a rule of a few lines (the precedent's outcome
-line and whether a factor id is shared), and citing every listed factor fabricates nothing, so
-only the choice of the factors that favour the arguing side separates arguing from a rule
-(`lexrl audit`, docs/benchmarks.md).
-
-Components of a triple (each in [0, 1], weighted by the env's options):
-- `abstention`: share of plies whose decision is right (`right_decision`);
+Components of a triple (each in [0, 1] or a penalty share, weighted by the env's options):
+- `abstention`: share of the three plies that must abstain and do (0 on an arguable triple);
+- `utilisation`: the least `grounding.argument_quality` over the plies that can be argued (each
+  ply's worst part's recall, minus its citations outside the CATO argument: the side-aware form
+  of Rec_U, eq. 3-4), 0 for a ply with the wrong decision; 0 on a triple with no such ply;
 - `hallucination`: max(0, Acc_H) over the citations of the plies that argue rightly, times their
   share of the three plies (Acc_H = 1 - N_h / N_gt, eq. 1-2; clipped so that one triple full of
   fabrications cannot outweigh the rest of its group's signal);
-- `utilisation`: the mean over the three plies of the argument quality
-  (`grounding.argument_quality`: the Jaccard index of the citations the ply argues and those a
-  CATO argument makes; the side-aware form of Rec_U, eq. 3-4) of the plies that argue rightly,
-  0 for the others;
 - `format`: share of plies that are the JSON asked for and right;
 - `over_abstention`: share of plies that abstain where an argument can be grounded, weighted by
-  minus `over_abstention_penalty`. The paper scores such a ply Rec_U 0 (eq. 3-4), as it does an
-  ungrounded argument; the penalty makes abstaining there cost more than trying to argue, so that
-  GRPO groups of arguable triples carry a signal towards arguing even when no sample argues
-  rightly, as groups of triples that must abstain always carry one towards abstaining. It is 0
-  for the teacher and for every rule that decides rightly, so it lowers no bound of `lexrl audit`.
+  minus `over_abstention_penalty` (the paper scores such a ply Rec_U 0, eq. 3-4);
 - `failed_abstention`: share of plies that do not abstain where they must (an argument, or a
   reply that is neither, as the paper's "successful abstention" counts it), weighted by minus
-  `failed_abstention_penalty`: the manipulation the paper sets out to prevent, an argument where
-  none can be grounded (the paper's sec. 1; the failures of its sec. 4.4 abstention metric). Without
-  it such a ply earns 0 against an abstention's 0.3, a gap about a tenth of an arguable ply's, so
-  without the per-group scaling GRPO trades abstaining away for arguing (docs/benchmarks.md).
-  Also 0 for the teacher and every rule that decides rightly.
+  `failed_abstention_penalty`: the manipulation the paper sets out to prevent (sec. 1).
+The default weights price the two kinds of error alike: a triple whose plies must all abstain is
+worth half an argued one (`abstention_weight` 2 against `utilisation_weight` 4), and arguing all
+three of its plies costs that half and as much again (`failed_abstention_penalty` 2), so a wrong
+decision costs a triple what a wrong citation set costs an arguable one.
 
-`ply_components` are the same gates for one ply, so an agent's role reward and the triple's
-reward agree on which plies earn.
+`ply_components` are the same gates for one ply (its own quality for `utilisation`), so an
+agent's role reward and the triple's reward agree on which plies earn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lexrl.envs.argument.grounding import argued_citations, argument_quality, relevant_citations
+from lexrl.envs.argument.grounding import argues_grounded, argument_quality
 from lexrl.envs.argument.metrics import factor_counts
 from lexrl.envs.argument.parsing import ParsedPly
 from lexrl.envs.argument.scenarios import CASES, PLIES, Scenario, expected_abstentions
@@ -93,23 +87,25 @@ def right_decision(scenario: Scenario, index: int, ply: ParsedPly) -> bool:
     argument makes (named in its text and listed in its JSON) where it can be argued."""
     if expected_abstentions(scenario)[index]:
         return ply.abstain and _fabricated_and_used(scenario, ply)[0] == 0
-    return not ply.abstain and bool(argued_citations(ply) & relevant_citations(scenario, index))
+    return argues_grounded(scenario, index, ply)
 
 
 def triple_components(scenario: Scenario, plies: Sequence[ParsedPly]) -> dict[str, float]:
     """The unweighted components of a triple's three final plies (plaintiff, defendant,
     rebuttal)."""
+    must = expected_abstentions(scenario)
     right = [right_decision(scenario, i, ply) for i, ply in enumerate(plies)]
     arguing = [ply for ply, ok in zip(plies, right, strict=True) if ok and not ply.abstain]
     counts = factor_counts(scenario, arguing)
     quality = [
         argument_quality(scenario, i, ply) if ok else 0.0
-        for i, (ply, ok) in enumerate(zip(plies, right, strict=True))
+        for i, (ply, ok, owed) in enumerate(zip(plies, right, must, strict=True))
+        if not owed
     ]
     return {
-        "abstention": sum(right) / len(PLIES),
+        "abstention": sum(ok and owed for ok, owed in zip(right, must, strict=True)) / len(PLIES),
         "hallucination": max(0.0, 1.0 - counts.n_h / counts.n_gt) * len(arguing) / len(PLIES),
-        "utilisation": sum(quality) / len(PLIES),
+        "utilisation": min(quality, default=0.0),
         "format": sum(ply.valid and ok for ply, ok in zip(plies, right, strict=True)) / len(PLIES),
         "over_abstention": sum(over_abstains(scenario, i, ply) for i, ply in enumerate(plies))
         / len(PLIES),
@@ -131,13 +127,28 @@ def ply_components(scenario: Scenario, index: int, ply: ParsedPly) -> dict[str, 
     fabricated, _ = _fabricated_and_used(scenario, ply)
     argues = not ply.abstain
     return {
-        "abstention": 1.0,
+        "abstention": float(not argues),
         "hallucination": max(0.0, 1.0 - fabricated / n_gt) if argues else 0.0,
         "utilisation": argument_quality(scenario, index, ply),
         "format": float(ply.valid),
         "over_abstention": 0.0,
         "failed_abstention": 0.0,
     }
+
+
+def task_score(scenario: Scenario, plies: Sequence[ParsedPly]) -> float:
+    """The triple done as the task asks, in [0, 1]: the least score of its plies, where a ply
+    that must abstain scores 1 when it abstains rightly and a ply that can be argued scores its
+    `argument_quality` when its decision is right, else 0. So a triple whose plies must abstain
+    scores 1 only when all three do (the paper's successful abstention, Zhang and Ashley 2025,
+    sec. 4.4), and an arguable one the quality of its weakest ply."""
+    scores = [
+        (1.0 if owed else argument_quality(scenario, i, ply))
+        if right_decision(scenario, i, ply)
+        else 0.0
+        for i, (ply, owed) in enumerate(zip(plies, expected_abstentions(scenario), strict=True))
+    ]
+    return min(scores)
 
 
 def weighted(components: dict[str, float], weights: dict[str, float]) -> dict[str, float]:

@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterable
 
 from lexrl.envs.argument.factors import factor_number
-from lexrl.envs.argument.grounding import Citation, relevant_citations
+from lexrl.envs.argument.grounding import Citation, citation_parts, relevant_citations
 from lexrl.envs.argument.parsing import ParsedPly
 from lexrl.envs.argument.scenarios import CASES, PLIES, Scenario, expected_abstentions
 
@@ -59,14 +59,18 @@ def _termination(reason: str) -> dict:
     return {"argument": f"TERMINATE: {reason}.", "abstain": True, "factors": _citation(set())}
 
 
+def _part(s: Scenario, index: int, kind: str) -> set[Citation]:
+    return {c for part in citation_parts(s, index) if part.kind == kind for c in part.citations}
+
+
 def _distinguished(citations: set[Citation], precedent: str) -> str:
-    """ "c2 has F2, which c1 lacks; c1 has F5, which c2 lacks." (the parts that exist)"""
+    """ "c2 is distinguishable: c2 has F2, which c1 lacks; c1 has F5, which c2 lacks. " (the
+    parts that exist)"""
     parts = []
     if _ids(citations, precedent):
         parts.append(f"{precedent} has {_listed(_ids(citations, precedent))}, which c1 lacks")
-    other = [f for f in _ids(citations, "c1") if (precedent, f) not in citations]
-    if other:
-        parts.append(f"c1 has {_listed(other)}, which {precedent} lacks")
+    if _ids(citations, "c1"):
+        parts.append(f"c1 has {_listed(_ids(citations, 'c1'))}, which {precedent} lacks")
     return f"{precedent} is distinguishable: {'; '.join(parts)}. " if parts else ""
 
 
@@ -80,22 +84,21 @@ def _plaintiff(s: Scenario) -> dict:
 
 
 def _defendant(s: Scenario) -> dict:
-    cited = relevant_citations(s, 1)
-    analogy = _ids(cited, "c3")
-    distinction = {(c, f) for c, f in cited if not (c == "c1" and f in analogy) and c != "c3"}
     text = (
-        f"{_distinguished(distinction, 'c2')}Like c3, won by the defendant, c1 has "
-        f"{_listed(analogy)}, so c1 should be decided for the defendant."
+        f"{_distinguished(_part(s, 1, 'distinction'), 'c2')}Like c3, won by the defendant, c1 "
+        f"has {_listed(_ids(_part(s, 1, 'analogy'), 'c3'))}, so c1 should be decided for the "
+        "defendant."
     )
-    return {"argument": text, "abstain": False, "factors": _citation(cited)}
+    return {"argument": text, "abstain": False, "factors": _citation(relevant_citations(s, 1))}
 
 
 def _rebuttal(s: Scenario) -> dict:
-    cited = relevant_citations(s, 2)
-    analogy = _ids(cited, "c2")
-    distinction = {(c, f) for c, f in cited if not (c == "c1" and f in analogy) and c != "c2"}
-    text = f"{_distinguished(distinction, 'c3')}The analogy to c2 on {_listed(analogy)} stands."
-    return {"argument": text, "abstain": False, "factors": _citation(cited)}
+    analogy = _ids(_part(s, 2, "analogy"), "c2")
+    text = (
+        f"{_distinguished(_part(s, 2, 'distinction'), 'c3')}The analogy of c1 to c2 on "
+        f"{_listed(analogy)} stands."
+    )
+    return {"argument": text, "abstain": False, "factors": _citation(relevant_citations(s, 2))}
 
 
 def teacher_plies(scenario: Scenario) -> tuple[dict, dict, dict]:
