@@ -127,8 +127,12 @@ def test_the_cap_cuts_replies_as_a_rollout_would_and_the_row_says_how_many(token
     whole = {row.policy: row for row in audit_env("argument", env, tasks, tokenizer, 0, 1024)}
     cut = {row.policy: row for row in audit_env("argument", env, tasks, tokenizer, 0, 12)}
     assert whole[TEACHER].cut == 0.0 and whole[TEACHER].share is None
-    # 12 tokens hold no whole JSON ply: every teacher reply is cut and earns nothing.
-    assert cut[TEACHER].cut == 1.0 and cut[TEACHER].mean_reward == 0.0
+    # 12 tokens hold no whole JSON ply: every teacher reply is cut and earns nothing, and a cut
+    # reply is no abstention, so the two kinds of triple that must abstain (two thirds of them)
+    # pay the failed-abstention penalty on every ply.
+    penalty = env.config.failed_abstention_penalty
+    assert cut[TEACHER].cut == 1.0
+    assert cut[TEACHER].mean_reward == pytest.approx(-penalty * 2 / 3)
     assert whole["empty"].cut == 0.0 and cut["echo"].cut == 1.0
     with pytest.raises(ValueError, match="tokenizer"):
         audit_env("argument", env, tasks, None, 0, 1024)
