@@ -16,7 +16,7 @@ policy's own interval is set against the baseline's mean.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from lexrl.bootstrap import mean_with_ci
 from lexrl.eval.audit import TEACHER, AuditRow
@@ -49,6 +49,9 @@ class DegenerateGain:
     minus the best degenerate policy's, with its 95% interval (None: no task values)."""
     paired_tasks: int = 0
     """How many tasks `paired` is over."""
+    each: list[PolicyVerdict] = field(default_factory=list)
+    """The same paired comparison against every degenerate policy, not only the best: a
+    policy with a lower mean may still share more of a task's difficulty with the trained one."""
 
     @property
     def gain(self) -> float | None:
@@ -63,13 +66,61 @@ class DegenerateGain:
         if self.best_value is None:
             return "n/a"
         if self.paired is not None and self.paired_tasks >= 2:
-            mean, low = self.paired["mean"], self.paired["low"]
-        else:
-            mean = self.after - self.best_value
-            low = mean if self.after_low is None else self.after_low - self.best_value
-        if mean <= 0:
-            return LOSES
-        return BEATS if low > 0 else WITHIN
+            return _verdict(self.paired["mean"], self.paired["low"])
+        mean = self.after - self.best_value
+        low = mean if self.after_low is None else self.after_low - self.best_value
+        return _verdict(mean, low)
+
+    @property
+    def not_beaten(self) -> list[str]:
+        """The degenerate policies of `each` whose paired verdict is not `yes`."""
+        return [row.policy for row in self.each if row.verdict != BEATS]
+
+
+@dataclass
+class PolicyVerdict:
+    """The trained policy against one degenerate policy on one measure, paired task by task."""
+
+    policy: str
+    value: float
+    """The degenerate policy's mean over the paired tasks."""
+    paired: dict[str, float]
+    """{mean, low, high}: the trained policy's value minus this policy's, per task."""
+    tasks: int
+
+    @property
+    def verdict(self) -> str:
+        """As `DegenerateGain.verdict`, paired; `n/a` under 2 tasks."""
+        if self.tasks < 2:
+            return "n/a"
+        return _verdict(self.paired["mean"], self.paired["low"])
+
+
+def _verdict(mean: float, low: float) -> str:
+    if mean <= 0:
+        return LOSES
+    return BEATS if low > 0 else WITHIN
+
+
+def against_each(
+    after: dict[str, dict[str, float]], audit_rows: list[AuditRow], measure: str
+) -> list[PolicyVerdict]:
+    """The trained policy's per-task values (`after[task][measure]`) against each degenerate
+    policy of `audit_rows` (the teacher left out) on the tasks both played, paired."""
+    verdicts = []
+    for row in audit_rows:
+        if row.policy == TEACHER:
+            continue
+        paired, tasks = paired_difference(after, row.task_values, measure)
+        if paired is None:
+            continue
+        shared = [
+            values[measure]
+            for task, values in row.task_values.items()
+            if measure in values and measure in after.get(task, {})
+        ]
+        verdicts.append(PolicyVerdict(row.policy, sum(shared) / len(shared), paired, tasks))
+    return verdicts
 
 
 def _value(row: AuditRow, measure: str) -> float | None:
@@ -122,11 +173,12 @@ def gains(
             ]
             best_value, best_policy = max(scored) if scored else (None, None)
             best_row = next((r for r in audit_rows if r.policy == best_policy), None)
-            paired, paired_tasks = (None, 0)
+            paired, paired_tasks, each = (None, 0, [])
             if task_values and env in task_values and best_row is not None:
                 paired, paired_tasks = paired_difference(
                     task_values[env], best_row.task_values, measure
                 )
+                each = against_each(task_values[env], audit_rows, measure)
             rows.append(
                 DegenerateGain(
                     env=env,
@@ -140,6 +192,7 @@ def gains(
                     teacher=None if teacher is None else _value(teacher, measure),
                     paired=paired,
                     paired_tasks=paired_tasks,
+                    each=each,
                 )
             )
     return rows
@@ -155,8 +208,8 @@ def markdown(rows: list[DegenerateGain], policy: str = "") -> str:
     served model), whose means are the `after` column."""
     lines = [
         "| env | measure | before | after | best degenerate policy | its value | after - it "
-        "| paired [95% CI] (tasks) | beats it | teacher |",
-        "|---|---|---:|---:|---|---:|---:|---|---|---:|",
+        "| paired [95% CI] (tasks) | beats it | beats each | teacher |",
+        "|---|---|---:|---:|---|---:|---:|---|---|---|---:|",
     ]
     for row in rows:
         gain = "n/a" if row.gain is None else f"{row.gain:+.3f}"
@@ -170,7 +223,7 @@ def markdown(rows: list[DegenerateGain], policy: str = "") -> str:
         lines.append(
             f"| {row.env} | {row.measure} | {_number(row.before)} | {_number(row.after)} "
             f"| {best} | {_number(row.best_value)} | {gain} | {paired} "
-            f"| {row.verdict} | {_number(row.teacher)} |"
+            f"| {row.verdict} | {_beats_each(row)} | {_number(row.teacher)} |"
         )
     evaluated = f"of {policy}, the `after` column," if policy else "after training"
     difference = (
@@ -180,10 +233,27 @@ def markdown(rows: list[DegenerateGain], policy: str = "") -> str:
         f"\nHeld-out means {evaluated} against the best degenerate policy on the same tasks "
         f"(`lexrl audit`); `{BEATS}`: the 95% interval of {difference}, "
         "paired task by task, lies above 0 (without per-task values: the after value's interval "
-        "lies above it)."
+        "lies above it). `beats each`: of the degenerate policies, how many it beats so, paired; "
+        "the others are named."
     )
     return "\n".join(lines)
 
 
+def _beats_each(row: DegenerateGain) -> str:
+    if not row.each:
+        return "n/a"
+    beaten = len(row.each) - len(row.not_beaten)
+    text = f"{beaten} of {len(row.each)}"
+    return f"{text} (not: {', '.join(row.not_beaten)})" if row.not_beaten else text
+
+
 def as_json(rows: list[DegenerateGain]) -> list[dict]:
-    return [{**asdict(row), "gain": row.gain, "verdict": row.verdict} for row in rows]
+    return [
+        {
+            **asdict(row),
+            "each": [{**asdict(each), "verdict": each.verdict} for each in row.each],
+            "gain": row.gain,
+            "verdict": row.verdict,
+        }
+        for row in rows
+    ]

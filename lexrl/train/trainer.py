@@ -37,7 +37,7 @@ from lexrl.config import Config, save_config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env
 from lexrl.errors import ConfigError, RunHalted
-from lexrl.eval import degenerate_gain
+from lexrl.eval import before_after, degenerate_gain
 from lexrl.eval.evaluate import (
     degenerate_baselines,
     eval_tasks,
@@ -750,6 +750,7 @@ def evaluate_after(
     )
     print_summary(summaries, console, intervals)
     (output_dir / "eval_summary.json").write_text(json.dumps(summaries, indent=2))
+    compare_before_after(run)
     if run.config.eval.degenerate_baselines:
         compare_with_degenerate(run, summaries, intervals, task_values)
     curve = plot_learning_curve(output_dir, summaries, list(env.member_envs()))
@@ -757,6 +758,39 @@ def evaluate_after(
     if "before" in intervals:
         bars = plot_before_after(output_dir / "before_after.png", headline_panels(env, intervals))
         console.print(f"before / after: {bars}")
+
+
+def compare_before_after(run: Run) -> None:
+    """Print and write (`eval_before_after.json` and `.md`) each env's reward and metrics before
+    and after training, paired task by task (`before_after`); nothing without a before
+    evaluation."""
+    before_file, after_file = (
+        run.output_dir / f"eval_{when}.jsonl" for when in ("before", "after")
+    )
+    if not before_file.is_file():
+        return
+    envs = run.env.member_envs() or {"": run.env}
+    keys = tuple(
+        dict.fromkeys(m for env in envs.values() for m in ("reward", *env.episode_metrics))
+    )
+    before, after = (
+        before_after.read_task_means(path, keys, bool(run.env.member_envs()))
+        for path in (before_file, after_file)
+    )
+    changes = [
+        change
+        for name, env in envs.items()
+        for change in before_after.paired_changes(
+            before.get(name, {}), after.get(name, {}), ("reward", *env.episode_metrics), name
+        )
+    ]
+    table = before_after.markdown(changes)
+    print_markdown(console, table)
+    write_text(
+        run.output_dir / "eval_before_after.json",
+        json.dumps(before_after.as_json(changes), indent=2),
+    )
+    write_text(run.output_dir / "eval_before_after.md", table + "\n")
 
 
 def compare_with_degenerate(

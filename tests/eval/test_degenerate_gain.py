@@ -3,7 +3,15 @@
 import pytest
 
 from lexrl.eval.audit import AuditRow
-from lexrl.eval.degenerate_gain import BEATS, LOSES, WITHIN, gains, markdown, paired_difference
+from lexrl.eval.degenerate_gain import (
+    BEATS,
+    LOSES,
+    WITHIN,
+    as_json,
+    gains,
+    markdown,
+    paired_difference,
+)
 
 
 def row(env: str, policy: str, reward: float | None, headline: float | None) -> AuditRow:
@@ -123,3 +131,32 @@ def test_only_tasks_both_policies_played_are_paired():
     difference, tasks = paired_difference(after, rule.task_values, "reward")
     assert tasks == 2 and difference["mean"] == pytest.approx(1.0)
     assert paired_difference({"x": {"reward": 1.0}}, rule.task_values, "reward") == (None, 0)
+
+
+def test_each_degenerate_policy_is_judged_paired_and_the_ones_not_beaten_are_named():
+    after = {f"t{i}": {"reward": 1.0} for i in range(20)}
+    best = row("argument", "always_abstain", 0.6, None)
+    best.task_values = {f"t{i}": {"reward": 0.6} for i in range(20)}
+    # Lower on average (0.5) than the best, yet as good as the trained policy on all but two
+    # tasks: paired, the trained policy is not above it with 95% confidence.
+    close = row("argument", "cato_never_abstains", 0.5, None)
+    close.task_values = {f"t{i}": {"reward": -4.0 if i < 2 else 1.0} for i in range(20)}
+    teacher = row("argument", "teacher", 2.0, None)
+    teacher.task_values = {f"t{i}": {"reward": 2.0} for i in range(20)}
+    rows = gains(
+        {"after": {"reward": 1.0}},
+        {},
+        {"argument": [teacher, best, close]},
+        mixture=False,
+        task_values={"argument": after},
+    )
+    (reward,) = rows
+    assert (reward.best_policy, reward.verdict) == ("always_abstain", BEATS)
+    verdicts = {each.policy: each.verdict for each in reward.each}
+    assert verdicts == {"always_abstain": BEATS, "cato_never_abstains": WITHIN}
+    assert {each.policy: each.value for each in reward.each} == pytest.approx(
+        {"always_abstain": 0.6, "cato_never_abstains": 0.5}
+    )
+    assert reward.not_beaten == ["cato_never_abstains"]
+    assert "| 1 of 2 (not: cato_never_abstains) |" in markdown(rows)
+    assert [each["verdict"] for each in as_json(rows)[0]["each"]] == [BEATS, WITHIN]

@@ -91,6 +91,15 @@ def test_a_mixture_trains_resumes_and_is_evaluated_per_env(tmp_path, model_cache
     versus = json.loads((out / "eval_vs_degenerate.json").read_text())
     assert {row["env"] for row in versus} == set(ENVS)
     assert all(row["paired_tasks"] == 2 for row in versus if row["measure"] == "reward")
+    # ... and against every one of its degenerate policies, not the best alone.
+    argument = next(r for r in versus if r["env"] == "argument" and r["measure"] == "reward")
+    assert len(argument["each"]) > 10 and all(each["tasks"] == 2 for each in argument["each"])
+    # Before and after, paired on each member's own tasks.
+    changes = json.loads((out / "eval_before_after.json").read_text())
+    rewards = {c["env"]: c for c in changes if c["metric"] == "reward"}
+    assert set(rewards) == set(ENVS) and all(c["tasks"] == 2 for c in rewards.values())
+    after = summaries["after"]["argument/reward"]
+    assert rewards["argument"]["after"] == pytest.approx(after)
 
     # A run stopped after step 1 and resumed draws the same tasks for steps 2 and 3.
     config, resumed = _config(tmp_path, "resumed", model_cache, steps=1, evals=False)
