@@ -24,6 +24,9 @@ from lexrl.eval.audit import TEACHER, AuditRow
 BEATS = "yes"
 WITHIN = "within the interval"
 LOSES = "no"
+NAMED = 4
+"""The table names at most this many degenerate policies the trained one does not beat (the JSON
+has every one)."""
 
 
 @dataclass
@@ -244,7 +247,11 @@ def _beats_each(row: DegenerateGain) -> str:
         return "n/a"
     beaten = len(row.each) - len(row.not_beaten)
     text = f"{beaten} of {len(row.each)}"
-    return f"{text} (not: {', '.join(row.not_beaten)})" if row.not_beaten else text
+    if not row.not_beaten:
+        return text
+    named = ", ".join(row.not_beaten[:NAMED])
+    more = len(row.not_beaten) - NAMED
+    return f"{text} (not: {named}{f' and {more} more' if more > 0 else ''})"
 
 
 def as_json(rows: list[DegenerateGain]) -> list[dict]:
