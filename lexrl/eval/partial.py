@@ -185,8 +185,13 @@ def partial_record(value: object) -> dict[str, Any] | SavedTask:
         raise TypeError(f"an object expected, got {str(value)[:80]}")
     if value.keys() == {"settings"}:
         return value["settings"]
-    trajectories = [Trajectory.from_json(json.dumps(t)) for t in value["trajectories"]]
-    return SavedTask(value["chunk"], value["task"], trajectories)
+    chunk, task, trajectories = value["chunk"], value["task"], value["trajectories"]
+    if not isinstance(chunk, int) or isinstance(chunk, bool):
+        raise TypeError(f"`chunk` is a chunk's index, got {str(chunk)[:80]}")
+    if not isinstance(task, dict) or not isinstance(trajectories, list):
+        raise TypeError("`task` is an object and `trajectories` a list")
+    played = [Trajectory.from_json(json.dumps(t)) for t in trajectories]
+    return SavedTask(chunk, task, played)
 
 
 def refuse_other_settings(

@@ -85,6 +85,8 @@ TORN = {
     "a list": b"[1, 2]\n",
     "a string": b'"chunk"\n',
     "an object of another shape": b'{"chunk": 1}\n',
+    "a chunk that is not an index": b'{"chunk": [1], "task": {}, "trajectories": []}\n',
+    "trajectories that are not a list": b'{"chunk": 0, "task": {}, "trajectories": {}}\n',
 }
 
 
