@@ -180,13 +180,18 @@ def compare_reports(paths: Sequence[str | Path], allow_different_tasks: bool = F
     if len(paths) < 2:
         raise ConfigError(f"compare: give two or more reports, not {len(paths)}")
     files = [find_report(path) for path in paths]
+    repeats = []
+    if len(paths) > 2:
+        paths, files, repeats = _without_repeats(paths, files)
+        if len(paths) < 2:
+            raise ConfigError(f"compare: {paths[0]} is every report given; nothing to compare")
     reports = [read_report(file) for file in files]
     for report, file in zip(reports, files, strict=True):
         report_sections(report, str(file))
     for report, file in zip(reports[1:], files[1:], strict=True):
         check_comparable(reports[0], report, files[0], file)
     coverages = [report_tasks(report, file) for report, file in zip(reports, files, strict=True)]
-    warnings = check_tasks(coverages, files, allow_different_tasks)
+    warnings = repeats + check_tasks(coverages, files, allow_different_tasks)
     if len(paths) > 2:
         return leaderboard_markdown(reports, [str(path) for path in paths], coverages, warnings)
     names = [_named(report, path) for report, path in zip(reports, paths, strict=True)]
@@ -195,6 +200,21 @@ def compare_reports(paths: Sequence[str | Path], allow_different_tasks: bool = F
         warnings = [f"Note: A and B are the same report ({files[0]}); there is nothing to compare."]
     # A blank line between warnings: consecutive `>` lines would render as one paragraph.
     return compare_markdown(*reports, *names, "\n\n".join(warnings))
+
+
+def _without_repeats(
+    paths: Sequence[str | Path], files: list[Path]
+) -> tuple[list[str | Path], list[Path], list[str]]:
+    """`paths` and their report `files` with each report kept where it is first given, and a
+    note for each one given again (a leaderboard lists a report once)."""
+    kept: dict[Path, tuple[str | Path, Path]] = {}
+    notes = []
+    for path, file in zip(paths, files, strict=True):
+        if file.resolve() in kept:
+            notes.append(f"Note: {path} is the report of {kept[file.resolve()][0]}: listed once.")
+        else:
+            kept[file.resolve()] = (path, file)
+    return [p for p, _ in kept.values()], [f for _, f in kept.values()], notes
 
 
 @dataclass(frozen=True)

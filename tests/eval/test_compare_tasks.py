@@ -6,6 +6,7 @@ import json
 import pytest
 
 from lexrl.cli import main
+from lexrl.errors import ConfigError
 from lexrl.eval.compare import ReportError, compare_reports
 
 
@@ -195,6 +196,20 @@ def test_a_leaderboard_without_a_headline_ranks_by_mean_reward(tmp_path):
     assert "| rank | system | reward [95% CI] | n | report |" in markdown
     ranked = [line.split(" | ")[-1] for line in markdown.splitlines() if line.startswith("| ")]
     assert ranked[1:] == [f"{paths[1]} |", f"{paths[2]} |", f"{paths[0]} |"]
+
+
+def test_a_report_given_twice_is_listed_once_with_a_note(tmp_path):
+    first, second = (_write(tmp_path, str(m), ["t1"], mean=m) for m in (0.2, 0.9))
+    markdown = compare_reports([first, second, first])
+    # Two reports once each make a side-by-side comparison, not a leaderboard of three.
+    assert not markdown.startswith("# Leaderboard")
+    assert f"Note: {first} is the report of {first}: listed once." in markdown
+    third = _write(tmp_path, "0.5", ["t1"], mean=0.5)
+    markdown = compare_reports([first, second, third, tmp_path / "0.9"])
+    ranked = [line.split(" | ")[-1] for line in markdown.splitlines() if line.startswith("| ")]
+    assert ranked[1:] == [f"{second} |", f"{third} |", f"{first} |"]
+    with pytest.raises(ConfigError, match="is every report given; nothing to compare"):
+        compare_reports([first, first, first])
 
 
 def test_a_leaderboard_of_mixtures_has_a_column_per_env(tmp_path):
