@@ -314,12 +314,17 @@ def _evaluate(config: Config, checkpoint: str | None) -> None:
 
 
 def _plan(config: Config, args: argparse.Namespace) -> None:
-    from lexrl.train.plan import gpu_for
+    from lexrl.train.plan import MAX_GPUS, gpu_for
     from lexrl.train.plan_report import PlanError, make_plan, plan_json, render, token_profile
 
     for flag, value in (("--episodes", args.episodes), ("--turns", args.turns)):
         if value < 1:
             raise PlanError(f"{flag} {value}: give at least 1")
+    if not 1 <= args.gpus <= MAX_GPUS:
+        raise PlanError(
+            f"--gpus {args.gpus}: give the GPUs of one machine, from 1 to {MAX_GPUS}; plan a "
+            "cluster one machine at a time"
+        )
     try:
         gpu = gpu_for(args.gpu_memory, args.gpu)
         profile, note = token_profile(
@@ -334,7 +339,8 @@ def _plan(config: Config, args: argparse.Namespace) -> None:
     if args.json:
         print(plan_json(plans))
     if not all(p.fits for p in plans):
-        raise SystemExit(1)
+        unfit = ", ".join(p.layout.name for p in plans if not p.fits)
+        raise PlanError(f"{unfit}: does not fit (the table above says what to change)")
 
 
 def _audit(config: Config, args: argparse.Namespace) -> None:

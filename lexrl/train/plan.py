@@ -11,7 +11,6 @@ it comes from; the activation model is checked against measured peaks of a real
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 GiB = 2**30
@@ -184,14 +183,23 @@ GPUS = {
 """Memory as CUDA reports it (a "24 GB" 4090 has 24 GiB); speeds from the data sheets."""
 
 
+MAX_GPU_MEMORY_GIB = 1024
+"""The most `--gpu-memory` a plan takes: 1 TiB, several times the largest GPU's today (an NVIDIA
+B300, 288 GB), so a typo in the unit (bytes, MiB) is caught instead of planned."""
+MAX_GPUS = 72
+"""The most `--gpus` a plan takes: the GPUs of one NVLink domain (an NVIDIA GB200 NVL72). A plan
+is of one machine; several machines are planned one machine at a time."""
+
+
 def gpu_for(memory_gib: float | None, name: str | None = None) -> Gpu:
     """The named GPU, or the one whose memory `--gpu-memory` gives (24: an RTX 4090, 80: an
     H100, more: an H200), with its memory set to exactly `memory_gib` GiB (at least 1: a plan
     divides by it)."""
     # Written as what passes, so that NaN fails too.
-    if memory_gib is not None and not 1 <= memory_gib < math.inf:
+    if memory_gib is not None and not 1 <= memory_gib <= MAX_GPU_MEMORY_GIB:
         raise ValueError(
-            f"--gpu-memory {memory_gib:g}: give the GPU's memory in GiB, at least 1 (e.g. 24, 80)"
+            f"--gpu-memory {memory_gib:g}: give the GPU's memory in GiB, from 1 to "
+            f"{MAX_GPU_MEMORY_GIB} (e.g. 24, 80)"
         )
     if name is None:
         if memory_gib is None:

@@ -175,7 +175,7 @@ def test_the_8x4090_layouts_of_the_paper_config_fit():
 
 
 def test_without_checkpointing_the_paper_config_does_not_fit_and_says_what_to_change():
-    code, out, _ = _plan(
+    code, out, err = _plan(
         "configs/stard_mas_grpo.yaml",
         "--gpus",
         "8",
@@ -186,8 +186,25 @@ def test_without_checkpointing_the_paper_config_does_not_fit_and_says_what_to_ch
         "--grpo.micro_batch_tokens",
         "null",
     )
-    assert code == 1
+    assert code == 8  # a plan error, not exit 1 (a lexrl bug)
     assert "DOES NOT FIT" in out and "grpo.gradient_checkpointing: true" in out
+    assert "does not fit (the table above says what to change)" in err
+    assert err.startswith("plan error: ") and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--gpu-memory", "1e9", "--gpu-memory 1e+09: give the GPU's memory in GiB, from 1 to 1024"),
+        ("--gpu-memory", "0.5", "--gpu-memory 0.5: give the GPU's memory in GiB, from 1 to 1024"),
+        ("--gpus", "1000", "--gpus 1000: give the GPUs of one machine, from 1 to 72"),
+        ("--gpus", "0", "--gpus 0: give the GPUs of one machine, from 1 to 72"),
+    ],
+)
+def test_a_gpu_no_machine_has_is_a_plan_error_not_a_plan(flag, value, message):
+    code, out, err = _plan("configs/stard_mas_grpo.yaml", flag, value)
+    assert (code, out) == (8, "")
+    assert err.startswith(f"plan error: {message}") and len(err.strip().splitlines()) == 1
 
 
 def test_lexrl_train_refuses_a_run_its_gpu_cannot_hold(monkeypatch, capsys, tmp_path):
