@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 
 from lexrl.config import Config, ConfigError, load_config
-from lexrl.errors import BUG_REPORT_URL, EXIT_CODES, CheckpointError, LexrlError
+from lexrl.errors import EXIT_CODES, CheckpointError, LexrlError, bug_report_address
 from lexrl.secrets import scrub
 
 _CONFIG_FILE = "YAML config file (configs/*.yaml)"
@@ -559,8 +559,8 @@ def disk_full_message(error: OSError) -> str:
 def _report_bug() -> None:
     traceback.print_exc()
     print(
-        f"this is a lexrl bug, not an error in your input: please report it with the "
-        f"traceback above at {BUG_REPORT_URL}",
+        "this is a lexrl bug, not an error in your input: please report it with the "
+        f"traceback above {bug_report_address()}",
         file=sys.stderr,
     )
     raise SystemExit(1) from None

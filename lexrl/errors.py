@@ -9,7 +9,22 @@ nothing of lexrl, so every layer may raise these.
 
 from __future__ import annotations
 
-BUG_REPORT_URL = "https://github.com/lexrl/lexrl/issues"
+
+def bug_report_address() -> str:
+    """Where to report a lexrl bug: the installed package's `Issues` (or `Bug Tracker`) project
+    URL from its metadata (`[project.urls]`), else a line saying what to include, so a fork or
+    a mirror never sends its users to an address that is not its own."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        urls = metadata("lexrl").get_all("Project-URL") or []
+    except PackageNotFoundError:
+        urls = []
+    for entry in urls:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() in ("issues", "bug tracker"):
+            return f"at {url.strip()}"
+    return "to the issue tracker of the lexrl you installed, with its version (`pip show lexrl`)"
 
 
 class LexrlError(Exception):
