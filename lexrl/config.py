@@ -306,7 +306,8 @@ class LoggingConfig:
     wandb_project: str = "lexrl"
     """W&B project."""
     wandb_mode: str = "auto"
-    """`online`, `offline`, `disabled`, or `auto` (online only when WANDB_API_KEY is set)."""
+    """`online`, `offline`, `disabled`, or `auto` (online only when WANDB_API_KEY is set). The
+    environment variable `WANDB_MODE`, when set (`WANDB_MODE=disabled lexrl train ...`), wins."""
     log_every: int = 1
     """Log metrics every N optimizer steps."""
     samples_every: int = 10

@@ -92,7 +92,7 @@ def lexrl_command(*args: str) -> list[str]:
 
 
 def run_lexrl(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "WANDB_API_KEY": "", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
         lexrl_command(*args), capture_output=True, text=True, timeout=timeout, env=env
     )

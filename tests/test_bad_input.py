@@ -354,7 +354,7 @@ ROWS += [
 def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     environment = {
         **os.environ,
-        "WANDB_MODE": "offline",
+        "WANDB_API_KEY": "",
         "WANDB_SILENT": "true",
         "HF_HUB_OFFLINE": "1",
         **(env or {}),

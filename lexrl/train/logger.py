@@ -3,7 +3,8 @@
 Keys are namespaced (`reward/<component>`, `env/<metric>`, `agent/<role>/...`, `loss/...`,
 `perf/...`). A mean over nothing (a step whose every episode failed has no reward) is left out
 of the step's metrics, never written as 0: metrics.jsonl stays strict JSON, W&B shows a gap and
-the console `n/a`. W&B runs offline unless WANDB_API_KEY is set (`logging.wandb_mode: auto`); if
+the console `n/a`. W&B runs offline unless WANDB_API_KEY is set (`logging.wandb_mode: auto`), or as the
+environment's `WANDB_MODE` says when it is set; if
 W&B cannot start or log, the run goes on with the local files and says so once.
 
 Everything written, printed or handed to W&B passes through `lexrl.secrets` first: sample turns
@@ -24,6 +25,7 @@ from rich.console import Console
 from tqdm.auto import tqdm
 
 from lexrl.config import Config, LoggingConfig
+from lexrl.errors import ConfigError
 from lexrl.jsonl import read_appended, step_record
 from lexrl.secrets import scrub, scrub_tree, write_text
 
@@ -33,7 +35,24 @@ SHOWN = ("reward/total", "env/mas_recall", "loss/policy", "perf/step")
 """The metrics (prefixes) of a step's console line."""
 
 
+WANDB_MODES = {"online": "online", "run": "online", "offline": "offline", "dryrun": "offline"}
+WANDB_MODES["disabled"] = "disabled"
+"""W&B's own values of `WANDB_MODE`, by the mode lexrl runs W&B in."""
+
+
 def resolve_wandb_mode(config: LoggingConfig) -> str:
+    """The W&B mode of a run: the environment's `WANDB_MODE` when set (what the person launching
+    the run asks for, as W&B and the Hugging Face trainers read it), else `logging.wandb_mode`,
+    whose `auto` is online only when WANDB_API_KEY is set. ConfigError for a `WANDB_MODE` W&B does
+    not know."""
+    variable = os.environ.get("WANDB_MODE", "").strip().lower()
+    if variable:
+        if variable not in WANDB_MODES:
+            raise ConfigError(
+                f"WANDB_MODE={variable}: not a W&B mode; give one of {', '.join(WANDB_MODES)}, "
+                "or unset it to use logging.wandb_mode"
+            )
+        return WANDB_MODES[variable]
     if config.wandb_mode != "auto":
         return config.wandb_mode
     return "online" if os.environ.get("WANDB_API_KEY") else "offline"

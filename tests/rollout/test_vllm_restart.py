@@ -66,7 +66,7 @@ def test_a_server_killed_and_restarted_mid_run_costs_no_step(tmp_path, model_cac
     )
     config.write_text(text.replace("rollout:\n", "rollout:\n  vllm_restart_wait_s: 300\n"))
     serve = start_server(config, port, tmp_path / "serve-1.log")
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "WANDB_API_KEY": "", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
     with (tmp_path / "train.out").open("w") as stdout, (tmp_path / "train.err").open("w") as err:
         train = subprocess.Popen(
             lexrl_command("train", str(config)), stdout=stdout, stderr=err, env=env

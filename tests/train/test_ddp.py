@@ -113,7 +113,7 @@ def test_one_task_split_over_two_processes(tmp_path, model_cache):
     config = write_config(tmp_path / "c.yaml", model_cache, out, steps=2, evals=False)
     config.write_text(config.read_text().replace("tasks_per_step: 2", "tasks_per_step: 1"))
     command = accelerate_command(2, "-m", "lexrl.cli", "train", str(config))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_API_KEY": "", "HF_HUB_OFFLINE": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
     records = [json.loads(line) for line in (out / "metrics.jsonl").open()]

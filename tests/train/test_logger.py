@@ -8,9 +8,10 @@ import pytest
 
 from lexrl.config import Config
 from lexrl.envs.data import DatasetError
+from lexrl.errors import ConfigError
 from lexrl.eval.plots import plot_learning_curve
 from lexrl.jsonl import read_appended, step_record
-from lexrl.train.logger import RunLogger
+from lexrl.train.logger import RunLogger, resolve_wandb_mode
 
 LINES = [{"step": 1, "reward/total": 0.5}, {"step": 2, "reward/total": 0.25}]
 SAMPLE = json.dumps({"step": 3, "completion": "§ 823 BGB"}, ensure_ascii=False).encode()
@@ -77,3 +78,22 @@ def test_the_learning_curve_reads_a_metrics_file_cut_by_a_kill(tmp_path):
     (tmp_path / "metrics.jsonl").write_bytes(_text(LINES).encode() + TORN["cut mid-JSON"])
     assert plot_learning_curve(tmp_path, {}).is_file()
     assert (tmp_path / "metrics.jsonl").read_text(encoding="utf-8") == _text(LINES)
+
+
+def test_wandb_mode_from_the_environment_wins_over_the_config(tmp_path, monkeypatch):
+    config = Config()
+    config.logging.wandb_mode = "offline"
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert resolve_wandb_mode(config.logging) == "disabled"
+    RunLogger(config, tmp_path, enabled=True, resume=False)
+    assert not (tmp_path / "wandb").exists() and not (tmp_path / "wandb_run_id").exists()
+    monkeypatch.setenv("WANDB_MODE", "dryrun")
+    assert resolve_wandb_mode(config.logging) == "offline"
+    monkeypatch.setenv("WANDB_MODE", "of")
+    with pytest.raises(ConfigError, match="WANDB_MODE=of: not a W&B mode"):
+        resolve_wandb_mode(config.logging)
+    monkeypatch.delenv("WANDB_MODE")
+    assert resolve_wandb_mode(config.logging) == "offline"
+    config.logging.wandb_mode = "auto"
+    monkeypatch.setenv("WANDB_API_KEY", "")
+    assert resolve_wandb_mode(config.logging) == "offline"

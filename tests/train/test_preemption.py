@@ -58,7 +58,7 @@ def test_sigterm_checkpoints_exits_0_and_the_run_resumes_without_losing_a_step(
     config = write_config(tmp_path / "run.yaml", model_cache, out, steps=STEPS, evals=False)
     # No periodic checkpoint: the one found after the signal can only be the signal's.
     overrides = ["--run.save_every", "1000"]
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "WANDB_API_KEY": "", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
     log = tmp_path / "first.log"
     with log.open("w") as sink:
         process = subprocess.Popen(
@@ -93,7 +93,7 @@ def test_sigterm_to_every_process_of_an_accelerate_launch_checkpoints_and_resume
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
-        "WANDB_MODE": "offline",
+        "WANDB_API_KEY": "",
         "WANDB_SILENT": "true",
         "HF_HUB_OFFLINE": "1",
         "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "600",
@@ -132,7 +132,7 @@ def _interactive() -> None:
 
 
 def _start(config, tmp_path, *overrides: str) -> tuple[subprocess.Popen, object]:
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "WANDB_API_KEY": "", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
     log = tmp_path / "train.log"
     with log.open("w") as sink:
         process = subprocess.Popen(
