@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 
@@ -569,6 +569,29 @@ def moved_env_key(name: str) -> str | None:
     return None
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (a second `run:` section
+    would otherwise replace the first without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        lines: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, Hashable) and key in lines:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"`{key}` given twice, on lines {lines[key]} and {line}: give it once",
+                    key_node.start_mark,
+                )
+            if isinstance(key, Hashable):
+                lines[key] = line
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: str | Path) -> dict:
     """The mapping a YAML config file holds, or a ConfigError naming the file and the line of a
     byte that is not UTF-8, of a YAML syntax error, or a top level that is no mapping."""
@@ -585,10 +608,12 @@ def read_yaml(path: str | Path) -> dict:
             "save the file as UTF-8"
         ) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.MarkedYAMLError as error:
         where = f"{path}:{error.problem_mark.line + 1}" if error.problem_mark else str(path)
         raise ConfigError(f"{where}: not valid YAML ({error.problem})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a config") from None
     except yaml.reader.ReaderError as error:
         line = text.count("\n", 0, error.position) + 1
         raise ConfigError(

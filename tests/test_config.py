@@ -143,6 +143,39 @@ def test_a_yaml_syntax_error_names_file_and_line(tmp_path):
         load_config(path)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # A second `run:` would put run.output_dir back to its default without a word.
+        (
+            "run:\n  output_dir: x\ngrpo:\n  beta: 0.1\nrun:\n  max_steps: 3\n",
+            ":5: .*`run` given twice, on lines 1 and 5",
+        ),
+        ("run:\n  seed: 1\n  seed: 2\n", ":3: .*`seed` given twice, on lines 2 and 3"),
+    ],
+)
+def test_a_key_given_twice_names_both_lines(tmp_path, text, message):
+    path = tmp_path / "twice.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"twice\.yaml{message}: give it once"):
+        load_config(path)
+
+
+def test_yaml_merge_keys_are_not_taken_for_a_key_given_twice(tmp_path):
+    path = tmp_path / "merge.yaml"
+    path.write_text("base: &base\n  seed: 1\nrun:\n  <<: *base\n  seed: 2\n")
+    with pytest.raises(ConfigError, match="base") as refused:  # an unknown section
+        load_config(path)
+    assert "given twice" not in str(refused.value)
+
+
+def test_a_config_nested_thousands_deep_is_one_line(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("run: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match=r"deep\.yaml: nested too deeply to be a config$"):
+        load_config(path)
+
+
 def test_a_control_character_names_file_and_line(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("run:\n  output_dir: a\x07b\n")
