@@ -442,15 +442,15 @@ def refuse_another_config(checkpoint: Path, record: dict[str, Any]) -> None:
     """Raise a ConfigError naming each key of `record` (this run's env, model and LoRA shape)
     whose value the checkpoint recorded otherwise: resuming would load another run's adapter onto
     this base, or go on with another env's data positions. A checkpoint written before the record
-    existed is resumed unchecked."""
+    existed is resumed unchecked, and a key an older checkpoint did not record is not checked."""
     state = load_file_of(checkpoint, STATE_FILE, lambda f: json.loads(f.read_text()))
     recorded = state.get(RUN_KEY)
     if recorded is None:
         return
     differing = [
-        f"{key} is {json.dumps(recorded.get(key))} there, {json.dumps(value)} here"
+        f"{key} is {json.dumps(recorded[key])} there, {json.dumps(value)} here"
         for key, value in record.items()
-        if recorded.get(key) != value
+        if key in recorded and recorded[key] != value
     ]
     if differing:
         raise ConfigError(

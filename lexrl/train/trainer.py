@@ -398,14 +398,21 @@ def build_run(config: Config, accelerator: Accelerator, shard: Shard) -> Run:
 
 
 def run_record(config: Config) -> dict[str, Any]:
-    """The config values a checkpoint records and a resume must share: another env, base or LoRA
-    shape would make the checkpoint another run's (`refuse_another_config`)."""
-    return {
+    """The config values a checkpoint records and a resume must share: another env, base, LoRA
+    shape or LoRA scale (`lora.alpha / lora.r` multiplies every update the adapter adds) would
+    make the checkpoint compute another run's function (`refuse_another_config`)."""
+    record = {
         "env.name": config.env.name,
         "model.name_or_path": config.model.name_or_path,
         "lora.r": config.lora.r,
+        "lora.alpha": config.lora.alpha,
         "lora.target_modules": sorted(config.lora.target_modules),
     }
+    if config.model.name_or_path == "tiny":
+        # The built-in model is built from these: another value is another base model.
+        for key in ("tiny_layers", "tiny_hidden_size", "tiny_vocab_size", "tiny_seed"):
+            record[f"model.{key}"] = getattr(config.model, key)
+    return record
 
 
 def checkpoint_to_resume(config: Config) -> CheckpointChoice:

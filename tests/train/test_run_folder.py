@@ -90,6 +90,7 @@ def test_a_resume_refuses_a_checkpoint_of_another_env_model_or_lora_naming_the_k
     other = _config(tmp_path, resume=True)
     other.env = LexamEnvConfig()
     other.lora.r = 8
+    other.lora.alpha = 64
     other.lora.target_modules = ["q_proj"]
     with pytest.raises(ConfigError) as raised:
         checkpoint_to_resume(other)
@@ -98,9 +99,24 @@ def test_a_resume_refuses_a_checkpoint_of_another_env_model_or_lora_naming_the_k
     assert message.startswith(f"checkpoint {checkpoint} belongs to another run: ")
     assert 'env.name is "statute" there, "lexam" here' in message
     assert "lora.r is 16 there, 8 here" in message
+    assert "lora.alpha is 32 there, 64 here" in message
     assert 'lora.target_modules is ["down_proj", ' in message and ' ["q_proj"] here' in message
     assert "model.name_or_path" not in message
     assert f"({tmp_path / 'config.yaml'})" in message and "another `run.output_dir`" in message
+
+
+def test_the_lora_scale_alone_is_another_run_and_a_key_an_older_record_lacks_is_not_checked(
+    tmp_path,
+):
+    written = _config(tmp_path, resume=True)
+    older = {k: v for k, v in run_record(written).items() if k != "lora.alpha"}
+    checkpoint = _checkpoint(tmp_path, 3, {"config": older})
+    scaled = _config(tmp_path, resume=True)
+    scaled.lora.alpha = 64
+    assert checkpoint_to_resume(scaled).checkpoint == checkpoint
+    _checkpoint(tmp_path, 4, {"config": run_record(written)})
+    with pytest.raises(ConfigError, match=r"belongs to another run: lora\.alpha is 32 there, 64"):
+        checkpoint_to_resume(scaled)
 
 
 def test_a_checkpoint_written_before_the_record_is_resumed_unchecked(tmp_path):
