@@ -51,7 +51,7 @@ URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://(?:[^\s'\"<>`]*[^\s'\"<>`:,.;!?)\]
 """A URL in free text, of any scheme in any case (`HTTP://` reaches httpx as `http://` does);
 it ends before whitespace, a quote, or the punctuation that closes a sentence or a clause."""
 _USERINFO = re.compile(r"^([^:]*://)[^/?#]*@")
-_PARAMETER = re.compile(r"([?&;])([^=&#?;\s'\"<>`]+)=([^&#;\s'\"<>`]*)")
+_PARAMETER = re.compile(r"([?&;#])([^=&#?;\s'\"<>`]+)=([^&#;\s'\"<>`]*)")
 
 
 def is_credential_parameter(name: str) -> bool:
@@ -61,17 +61,23 @@ def is_credential_parameter(name: str) -> bool:
 
 
 def _parameters(url: str) -> list[str]:
-    query = url.partition("?")[2].partition("#")[0]
-    return [part.partition("=")[0] for part in re.split("[&;]", query) if part]
+    """The parameter names of the query and of the fragment (`#key=...` travels in logs and
+    provenance as a query does)."""
+    base, _, fragment = url.partition("#")
+    query = base.partition("?")[2]
+    return [part.partition("=")[0] for part in re.split("[&;]", f"{query}&{fragment}") if part]
 
 
 def check_url(url: str, where: str, query_allowed: bool = False) -> None:
     """Refuse (ConfigError naming `where`, never the value) a URL that carries credentials: a
     `user:password@` in any scheme's case, or a key-like query parameter; and, unless
-    `query_allowed`, any query string, where keys travel too. A URL without `scheme://` is read
-    as starting with its host."""
+    `query_allowed`, any query string or fragment, where keys travel too, and a scheme other
+    than http or https (an endpoint's client speaks nothing else). A URL without `scheme://` is
+    read as starting with its host."""
     hint = "put the key in an environment variable and name it in `api_key_env`"
-    rest = url.strip().split("://", 1)[-1]
+    scheme, separator, rest = url.strip().partition("://")
+    if not separator:
+        rest = url.strip()
     if "@" in re.split("[/?#]", rest, maxsplit=1)[0]:
         raise ConfigError(f"{where} carries credentials (`user:password@`): {hint}")
     names = _parameters(rest)
@@ -80,9 +86,17 @@ def check_url(url: str, where: str, query_allowed: bool = False) -> None:
         # Only a listed name is shown: another one could be a key written without `=`.
         listed = [n for n in keys if n.lower().replace("-", "_") in CREDENTIAL_PARAMETERS]
         shown = f" (`{listed[0]}=`)" if listed else ""
-        raise ConfigError(f"{where} has a query string with a credential{shown}: {hint}")
-    if "?" in rest and not query_allowed:
-        raise ConfigError(f"{where} has a query string, where keys travel: {hint}")
+        raise ConfigError(f"{where} has a credential in its query or fragment{shown}: {hint}")
+    if query_allowed:
+        return
+    if "?" in rest or "#" in rest:
+        part = "a query string" if "?" in rest else "a fragment (`#...`)"
+        raise ConfigError(f"{where} has {part}, where keys travel: {hint}")
+    if separator and scheme.lower() not in ("http", "https"):
+        raise ConfigError(
+            f"{where} has the scheme `{scheme.split('/')[-1][:20]}://`, which no endpoint client "
+            "here speaks: give an http:// or https:// address"
+        )
 
 
 VERSION_PREFIX = "/v1"

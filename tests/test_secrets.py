@@ -113,7 +113,7 @@ def test_a_set_key_is_sent_to_a_server_on_this_machine_too(monkeypatch, capsys):
         ),
         (
             f"env:\n  type: statute\n  retrieval:\n    dense_endpoint: http://h/v1?api_key={KEY}\n",
-            "`env.retrieval.dense_endpoint` has a query string",
+            "`env.retrieval.dense_endpoint` has a credential in its query",
         ),
         (
             f"env:\n  type: statute\n  eval:\n    final_reranker:\n      api_key_env: {KEY}\n",

@@ -52,9 +52,13 @@ URL_FIELDS = [
 ]
 
 BAD_URLS = {
-    "upper_scheme_key_query": (f"HTTP://host:8000/v1?key={KEY}", "with a credential (`key=`)"),
-    "mixed_scheme_api_key": (f"Https://host/v1?API_KEY={KEY}", "with a credential (`API_KEY=`)"),
-    "header_like_parameter": (f"http://host/v1?x-api-key={KEY}", "with a credential"),
+    "upper_scheme_key_query": (f"HTTP://host:8000/v1?key={KEY}", "or fragment (`key=`)"),
+    "mixed_scheme_api_key": (f"Https://host/v1?API_KEY={KEY}", "or fragment (`API_KEY=`)"),
+    "header_like_parameter": (f"http://host/v1?x-api-key={KEY}", "a credential in its query"),
+    "key_in_fragment": (f"http://127.0.0.1:8000/v1#key={KEY}", "or fragment (`key=`)"),
+    "other_fragment": ("http://host/v1#top", "has a fragment (`#...`), where keys travel"),
+    "unix_socket": ("unix:///tmp/vllm.sock", "has the scheme `unix://`, which no endpoint"),
+    "ftp": ("ftp://host/v1", "has the scheme `ftp://`, which no endpoint"),
     "upper_scheme_userinfo": (f"HTTP://user:{KEY}@host:8000/v1", "carries credentials"),
     "password_only": (f"https://:{KEY}@host/v1", "carries credentials"),
     "no_scheme_userinfo": (f"user:{KEY}@host:8000/v1", "carries credentials"),
@@ -128,7 +132,7 @@ def test_the_command_line_refuses_it_with_exit_2_and_no_key(capsys):
         main(["eval", DEMO, "--rollout.backend", "openai", "--rollout.base_url", url])
     assert stop.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("config error: `rollout.base_url` has a query string with a credential")
+    assert err.startswith("config error: `rollout.base_url` has a credential in its query")
     assert KEY not in err
 
 
@@ -159,7 +163,9 @@ def test_the_backends_refuse_a_url_with_credentials_without_a_config():
 
     with pytest.raises(ConfigError, match="`rollout.base_url` carries credentials"):
         OpenAIChatBackend(ChatEndpoint(base_url=f"HTTP://user:{KEY}@host/v1", model="m"))
-    with pytest.raises(ConfigError, match=r"`rollout.vllm_urls\[1\]` has a query string"):
+    with pytest.raises(
+        ConfigError, match=r"`rollout.vllm_urls\[1\]` has a credential in its query"
+    ):
         VLLMServerBackend(["http://a:8000", f"HTTP://b:8000?token={KEY}"])
 
 
