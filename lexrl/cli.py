@@ -187,7 +187,10 @@ def _parser() -> argparse.ArgumentParser:
         "--stats", action="store_true", help="print the loader statistics of the env's data"
     )
     envs.add_argument(
-        "--config", default=None, help="config whose env to load for --stats (default: the demo)"
+        "--config",
+        default=None,
+        help="config whose env to load for --stats (default: the env's own defaults, which are "
+        "not its demo's: give configs/NAME_cpu.yaml for those)",
     )
     new_env = commands.add_parser(
         "new-env",
@@ -384,6 +387,8 @@ def _envs(args: argparse.Namespace, overrides: list[str]) -> None:
         config = _load(args.config, overrides, required=False)
         if args.name is not None and config.env.name != args.name:
             raise ConfigError(f"{args.config} trains env {config.env.name!r}, not {args.name!r}")
+        source = args.config or "the options' defaults (--config FILE for a config's)"
+        print(f"{config.env.name}: loaded with {source}", file=sys.stderr)
         print(json.dumps(config.env.build().stats(), indent=2, ensure_ascii=False))
         return
     for name, cls in sorted(discover_envs().items()):

@@ -106,6 +106,8 @@ def test_envs_stats_prints_loader_statistics():
     assert result.returncode == 0, result.stderr[-2000:]
     stats = json.loads(result.stdout)
     assert stats["corpus_size"] == 49 and stats["test"]["queries"] == 110
+    # Which options were loaded is said: the defaults are not the demo config's.
+    assert "statute: loaded with the options' defaults (--config FILE" in result.stderr
 
 
 @pytest.mark.slow
