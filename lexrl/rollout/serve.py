@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ from pathlib import Path
 import httpx
 
 from lexrl.config import Config, RolloutConfig, load_config
+from lexrl.errors import ConfigError
 
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -176,6 +178,7 @@ def serve(config: Config, base_path: str, host: str, port: int, timeout_s: float
     """
     import torch
 
+    check_port_free(host, port)
     cpu = not torch.cuda.is_available()
     argv, env = vllm_server_command(config, base_path, host, port, cpu)
     stopping = False
@@ -217,6 +220,23 @@ def serve(config: Config, base_path: str, host: str, port: int, timeout_s: float
     if not stopped and process.returncode != 0:
         # A server killed by signal N exits as a shell reports it, 128 + N.
         raise SystemExit(process.returncode if process.returncode > 0 else 128 - process.returncode)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """ConfigError when nothing could listen on `host`:`port` now (another server has it, or the
+    address is not this machine's), checked in a second instead of after vLLM has loaded its
+    model for a minute and failed with a traceback."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As uvicorn binds: a port left in TIME_WAIT by a stopped server is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise ConfigError(
+                f"--host {host} --port {port}: cannot listen there ({error.strerror}); stop what "
+                "holds it or give another --port"
+            ) from None
 
 
 class _Stop(BaseException):

@@ -5,12 +5,22 @@
 from __future__ import annotations
 
 import shlex
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from lexrl.config import load_config
-from lexrl.rollout.serve import ready_lines, serve_config, served_names, vllm_server_command
+from lexrl.errors import ConfigError
+from lexrl.rollout.serve import (
+    check_port_free,
+    ready_lines,
+    serve,
+    serve_config,
+    served_names,
+    vllm_server_command,
+)
 
 ROOT = Path(__file__).parents[2]
 
@@ -73,3 +83,17 @@ def test_the_ready_line_names_a_served_model_other_than_base_for_training():
     config = load_config(None, ["--rollout.vllm_served_model", "policy"])
     _, train = ready_lines(config, "::1", 8000)
     assert "http://[::1]:8000" in train and train.endswith("--rollout.vllm_served_model policy")
+
+
+def test_a_port_in_use_is_one_line_before_vllm_starts(monkeypatch):
+    def no_server(*args, **kwargs):
+        raise AssertionError("vLLM was started on a port in use")
+
+    monkeypatch.setattr(subprocess, "Popen", no_server)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"^--host 127.0.0.1 --port {port}: cannot listen"):
+            serve(serve_config("smollm2", []), "base", "127.0.0.1", port)
+    check_port_free("127.0.0.1", port)  # free again once its holder is closed
