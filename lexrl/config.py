@@ -269,6 +269,10 @@ class WarmstartConfig:
     """SFT learning rate."""
     batch_size: int = 16
     """SFT batch size."""
+    save_every: int = 200
+    """Save the SFT's progress every N steps beside its cache entry (`<entry>.partial/`), as on
+    SIGTERM or Ctrl-C: a rerun of the same command continues from there to the same model as an
+    uninterrupted build. Not part of the cache key: it changes when, not what, is built."""
 
 
 @dataclass
@@ -418,6 +422,7 @@ BOUNDS: dict[str, Bound] = {
     "warmstart.epochs": AT_LEAST_1,
     "warmstart.learning_rate": ABOVE_0,
     "warmstart.batch_size": AT_LEAST_1,
+    "warmstart.save_every": AT_LEAST_1,
     "eval.max_tasks": AT_LEAST_1,
     "eval.samples_per_task": AT_LEAST_1,
     "eval.seed": SEED,

@@ -20,13 +20,16 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from peft import LoraConfig as PeftLoraConfig
 from peft import PeftModel, get_peft_model
+from safetensors import SafetensorError
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
@@ -145,6 +148,53 @@ def replace_dir(staging: Path, target: Path) -> None:
     if target.exists():
         shutil.rmtree(target)
     os.replace(staging, target)
+
+
+SAFETENSORS_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+"""The errno in a SafetensorError's text, its only trace of the cause."""
+
+
+def os_error_of(error: SafetensorError, path: Path) -> OSError | None:
+    """The OSError (errno, message, `path`) a safetensors write failed with, or None when its
+    text names no errno: safetensors raises its own error, the cause only in its text."""
+    found = SAFETENSORS_OS_ERROR.search(str(error))
+    if found is None:
+        return None
+    code = int(found.group(1))
+    return OSError(code, os.strerror(code), str(path))
+
+
+def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: Path) -> None:
+    """`save_pretrained` of both into `folder`; a failed weights write an OSError naming the
+    file (a full disk, a file-size limit), so the CLI reports it in one line."""
+    try:
+        model.save_pretrained(folder)
+    except SafetensorError as error:
+        raised = os_error_of(error, folder / "model.safetensors")
+        if raised is None:
+            raise
+        raise raised from error
+    tokenizer.save_pretrained(folder)
+
+
+def save_staged(target: Path, write: Callable[[Path], object]) -> None:
+    """`write` a folder into a staging folder beside `target`, then move it into place
+    (`replace_dir`). A write that fails (a full disk, a kill's KeyboardInterrupt) leaves nothing:
+    the staging folder is removed and `target` is as it was; an OSError names the file at its
+    place in `target`, the folder a rerun writes."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        write(staging)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        if error.filename is not None and Path(error.filename).is_relative_to(staging):
+            error.filename = str(target / Path(error.filename).relative_to(staging))
+        raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    replace_dir(staging, target)
 
 
 def tiny_model_dir(config: ModelConfig, corpus_text: list[str]) -> Path:

@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import random
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from lexrl.errors import CheckpointError, ConfigError
+from lexrl.models import os_error_of
 from lexrl.train.learner import sum_over_processes, uses_deepspeed
 
 STATE_FILE = "trainer_state.json"
@@ -50,8 +50,6 @@ HASH_CHUNK = 1 << 20
 """Bytes read at a time when hashing: an optimizer state is never held in memory twice."""
 RUN_KEY = "config"
 """The key of `STATE_FILE` that records the config values a resume must share."""
-OS_ERROR = re.compile(r"\(os error (\d+)\)")
-"""The errno in a SafetensorError's text, its only trace of the cause."""
 
 T = TypeVar("T")
 
@@ -286,12 +284,10 @@ def save_adapter(policy: PeftModel, folder: Path) -> None:
     try:
         policy.save_pretrained(folder)
     except SafetensorError as error:
-        found = OS_ERROR.search(str(error))
-        if found is None:
+        raised = os_error_of(error, folder / Path(ADAPTER_FILE).name)
+        if raised is None:
             raise
-        code = int(found.group(1))
-        weights = folder / Path(ADAPTER_FILE).name
-        raise OSError(code, os.strerror(code), str(weights)) from error
+        raise raised from error
 
 
 def write_together(accelerator: Accelerator, write: Callable[[], object]) -> None:

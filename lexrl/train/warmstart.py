@@ -6,6 +6,11 @@ so the SFT examples carry exactly the prompts GRPO will later sample from. Loss:
 entropy on completions only; all weights train (this builds the demo's *base* model; GRPO then
 trains only a LoRA on top of it). The result is cached under a key of the base, the settings, the
 SFT tokens and the code that trains and saves it.
+
+A long build (the argument demo's: 2,250 steps) stops like a training step: SIGTERM or Ctrl-C
+finishes the step in progress, saves the progress beside the cache entry (`<entry>.partial/`, also
+every `warmstart.save_every` steps), says so in one line and exits 0; the same command continues
+it to the weights an uninterrupted build ends at.
 """
 
 from __future__ import annotations
@@ -13,10 +18,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import pickle
 import random
-import tempfile
+import shutil
+import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -25,10 +35,12 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from lexrl.config import WarmstartConfig
 from lexrl.envs.base import Env
 from lexrl.errors import ConfigError
-from lexrl.models import code_version, replace_dir
+from lexrl.models import code_version, save_model, save_staged
 from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.train.advantages import Row
+from lexrl.train.checkpoint import save_torch
 from lexrl.train.learner import completion_logprobs, pack_rows
+from lexrl.train.preemption import StopRequest
 
 
 def scripted_rows(
@@ -60,34 +72,111 @@ def scripted_rows(
     return rows
 
 
+PROGRESS_FILE = "progress.pt"
+
+
+@dataclass
+class SftProgress:
+    """Where an SFT build is: what `supervised_finetune` saves and continues from."""
+
+    folder: Path
+    """`<cache entry>.partial/`, beside the entry it becomes."""
+    save_every: int
+    stop: StopRequest | None = None
+    """Asked (SIGTERM, Ctrl-C): save after the step in progress and raise `SftStopped`."""
+
+    def load(self) -> dict[str, Any] | None:
+        path = self.folder / PROGRESS_FILE
+        if not path.is_file():
+            return None
+        try:
+            return torch.load(path, weights_only=True)
+        except (RuntimeError, OSError, EOFError, pickle.UnpicklingError) as error:
+            print(f"warning: {path} cannot be read ({error}); the warm-start starts over")
+            return None
+
+    def save(self, state: dict[str, Any]) -> None:
+        """Write `state` beside the file it replaces, then rename it into place: a kill or a
+        full disk leaves the previous progress whole (the CLI names the file of a failed write)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        staged = self.folder / f".{PROGRESS_FILE}.tmp"
+        try:
+            save_torch(state, staged)
+        except BaseException:
+            staged.unlink(missing_ok=True)
+            raise
+        os.replace(staged, self.folder / PROGRESS_FILE)
+
+
+class SftStopped(Exception):
+    """The SFT stopped at a signal, its progress saved (`SftProgress`)."""
+
+    def __init__(self, step: int, steps: int, signal_name: str) -> None:
+        super().__init__(step, steps, signal_name)
+        self.step, self.steps, self.signal_name = step, steps, signal_name
+
+
 def supervised_finetune(
-    model: PreTrainedModel, rows: list[Row], config: WarmstartConfig, pad_id: int, seed: int
+    model: PreTrainedModel,
+    rows: list[Row],
+    config: WarmstartConfig,
+    pad_id: int,
+    seed: int,
+    progress: SftProgress | None = None,
 ) -> list[float]:
-    """Cross-entropy on completion tokens; returns the loss per batch."""
+    """Cross-entropy on completion tokens; returns the loss per batch. With `progress`, continues
+    from the progress saved there, saves it every `save_every` steps, and on a stop request saves
+    it after the step in progress and raises `SftStopped`: a build continued so ends at the same
+    weights as one never stopped (the batches come from one seeded generator, saved with it)."""
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
-    steps = config.epochs * ((len(rows) + config.batch_size - 1) // config.batch_size)
+    per_epoch = (len(rows) + config.batch_size - 1) // config.batch_size
+    steps = config.epochs * per_epoch
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1 - s / max(steps, 1))
+    done, losses, order = 0, [], []
+    saved = progress.load() if progress is not None else None
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        generator.set_state(saved["generator"])
+        done, losses, order = saved["step"], saved["losses"], saved["order"]
+        print(f"warm-start: continuing from step {done} of {steps} saved in {progress.folder}")
     model.train()
-    losses = []
-    with tqdm(total=steps, desc="warm-start (SFT)", leave=False) as bar:
-        for _ in range(config.epochs):
-            order = torch.randperm(len(rows), generator=generator).tolist()
-            for start in range(0, len(rows), config.batch_size):
-                batch = pack_rows(
-                    [rows[i] for i in order[start : start + config.batch_size]], pad_id
+    with tqdm(total=steps, initial=done, desc="warm-start (SFT)", leave=False) as bar:
+        for step in range(done, steps):
+            start = step % per_epoch * config.batch_size
+            if start == 0:
+                order = torch.randperm(len(rows), generator=generator).tolist()
+            batch = pack_rows([rows[i] for i in order[start : start + config.batch_size]], pad_id)
+            logprobs = completion_logprobs(model, batch)
+            mask = batch["completion_mask"]
+            loss = -(logprobs * mask).sum() / mask.sum()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            if progress is None or step + 1 == steps:
+                continue
+            stopping = progress.stop is not None and progress.stop.signal is not None
+            if stopping or (step + 1) % progress.save_every == 0:
+                progress.save(
+                    {
+                        "step": step + 1,
+                        "losses": losses,
+                        "order": order,
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(),
+                        "generator": generator.get_state(),
+                    }
                 )
-                logprobs = completion_logprobs(model, batch)
-                mask = batch["completion_mask"]
-                loss = -(logprobs * mask).sum() / mask.sum()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                losses.append(loss.item())
-                bar.update(1)
-                bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            if stopping:
+                raise SftStopped(step + 1, steps, progress.stop.name)
     model.eval()
     return losses
 
@@ -101,8 +190,10 @@ def warmstart_dir(
     version = code_version(
         supervised_finetune, build_warmstarted_base, pack_rows, completion_logprobs
     )
+    # When the progress is saved changes nothing that is built.
+    settings = {k: v for k, v in config.__dict__.items() if k != "save_every"}
     key = hashlib.sha256(
-        json.dumps([base_dir.name, dtype, config.__dict__, seed, version], sort_keys=True).encode()
+        json.dumps([base_dir.name, dtype, settings, seed, version], sort_keys=True).encode()
     )
     for row in rows:
         key.update(json.dumps([row.prompt_ids, row.completion_ids]).encode())
@@ -130,12 +221,26 @@ def build_warmstarted_base(
         f"{target}; later runs and other seeds of these settings reuse it"
     )
     torch.manual_seed(seed)
-    losses = supervised_finetune(model, rows, config, tokenizer.pad_token_id, seed)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    (staging / "warmstart.json").write_text(
-        json.dumps({"rows": len(rows), "first_loss": losses[0], "last_loss": losses[-1]}, indent=2)
-    )
-    replace_dir(staging, target)
+    progress = SftProgress(target.parent / f"{target.name}.partial", config.save_every)
+    progress.stop = StopRequest()
+    try:
+        losses = supervised_finetune(model, rows, config, tokenizer.pad_token_id, seed, progress)
+    except SftStopped as stopped:
+        print(
+            f"{stopped.signal_name}: warm-start stopped after SFT step {stopped.step} of "
+            f"{stopped.steps}, saved in {progress.folder}; run the same command to continue it",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(0) from None
+    finally:
+        progress.stop.restore()
+
+    def write(staging: Path) -> None:
+        save_model(model, tokenizer, staging)
+        summary = {"rows": len(rows), "first_loss": losses[0], "last_loss": losses[-1]}
+        (staging / "warmstart.json").write_text(json.dumps(summary, indent=2))
+
+    save_staged(target, write)
+    shutil.rmtree(progress.folder, ignore_errors=True)
     return target
