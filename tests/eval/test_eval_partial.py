@@ -40,6 +40,20 @@ from tests.e2e import lexrl_command, run_lexrl
 SETTINGS = {"eval": {"seed": 1}, "warmstart": {"enabled": False}}
 
 
+@pytest.fixture(autouse=True)
+def stop_signals_at_their_defaults():
+    """SIGINT and SIGTERM as an interactive process has them. A suite started as a background
+    job (`pytest &`, CI runners) inherits SIGINT ignored, which `SignalStop` rightly keeps
+    ignored: these tests set the disposition they rely on instead of inheriting it."""
+    previous = {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+    }
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
 def _group(task_id: str, text: str = "answer") -> Group:
     turn = Turn("planner", [1, 2], [3], [-0.5], text, adapter_version=0)
     trajectory = Trajectory(task_id, [turn], outcome={"pool": [1, 2]}, reward=0.25)
