@@ -79,13 +79,24 @@ def utf8(path: str | Path) -> Iterator[None]:
         raise
 
 
+def require_file(path: str | Path) -> Path:
+    """`path` when it is a file; DatasetError saying what it is otherwise (missing, or a folder,
+    whose files are named so the right one can be given)."""
+    path = Path(path)
+    if path.is_dir():
+        inside = sorted(child.name for child in path.iterdir() if child.is_file())[:5]
+        listed = f" (it holds {', '.join(inside)})" if inside else " (an empty one)"
+        raise DatasetError(f"{path} is a folder, not a dataset file{listed}: give the file")
+    if not path.is_file():
+        raise DatasetError(f"dataset file not found: {path}")
+    return path
+
+
 def read_json(path: str | Path, unique_keys: bool = False) -> object:
     """A whole JSON file; a syntax error raises DatasetError naming `path:line`. With
     `unique_keys`, so does a key that repeats within an object (JSON keeps the last silently:
     for a file keyed by id, a repeated id would drop an item unseen)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"dataset file not found: {path}")
+    path = require_file(path)
 
     def unique(pairs: list[tuple[str, object]]) -> dict:
         keys = [key for key, _ in pairs]
@@ -115,9 +126,7 @@ def read_jsonl_lines(
     """Yield (line number, dict) per non-blank line; a bad line raises DatasetError naming
     `path:line`. With `unique` (a key, e.g. "id"), so does a value of it that an earlier line
     had, naming both lines (`check_unique`)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"dataset file not found: {path}")
+    path = require_file(path)
     seen: dict[Hashable, str] = {}
     with utf8(path), path.open(encoding="utf-8") as file:
         for number, line in enumerate(file, start=1):
