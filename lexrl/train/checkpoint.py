@@ -212,6 +212,12 @@ def verify_checkpoint(checkpoint: str | Path, within: str | None = None) -> bool
     checkpoint = Path(checkpoint)
     if not checkpoint.is_dir():
         raise CheckpointError(f"checkpoint {checkpoint}: no such folder")
+    steps = sorted(checkpoint.glob("step-*/"))
+    if steps and not (checkpoint / MANIFEST_FILE).is_file():
+        raise CheckpointError(
+            f"{checkpoint} is the folder of a run's checkpoints, not one: give one of them, "
+            f"e.g. {steps[-1]}"
+        )
     if not (checkpoint / MANIFEST_FILE).is_file():
         problem = legacy_problem(checkpoint, within)
         if problem is not None:

@@ -211,6 +211,14 @@ def test_eval_verifies_only_the_adapter(parts, tmp_path):
         verify_checkpoint(newest, within="adapter")
     with pytest.raises(CheckpointError, match=r"checkpoint .*step-000009: no such folder"):
         verify_checkpoint(newest.parent / "step-000009")
+    # The run's checkpoints/ folder given for one of them: named so, not "damaged".
+    with pytest.raises(CheckpointError) as raised:
+        verify_checkpoint(newest.parent, within="adapter")
+    assert not isinstance(raised.value, DamagedCheckpoint)
+    assert str(raised.value) == (
+        f"{newest.parent} is the folder of a run's checkpoints, not one: give one of them, "
+        f"e.g. {newest}"
+    )
 
 
 def test_a_checkpoint_from_before_manifests_is_resumed_unverified(parts, tmp_path):
