@@ -243,4 +243,7 @@ def build_warmstarted_base(
 
     save_staged(target, write)
     shutil.rmtree(progress.folder, ignore_errors=True)
+    if progress.stop.signal is not None:  # asked during the last step: the entry is whole
+        print(f"{progress.stop.name}: warm-start cached in {target}; stopped", file=sys.stderr)
+        raise SystemExit(0)
     return target
