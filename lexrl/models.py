@@ -135,11 +135,7 @@ def build_tiny_model(config: ModelConfig, corpus_text: list[str], out_dir: str |
     model = Qwen3ForCausalLM(model_config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".tmp-"))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    replace_dir(staging, out_dir)
+    save_staged(out_dir, lambda staging: save_model(model, tokenizer, staging))
     return out_dir
 
 

@@ -4,6 +4,7 @@ cache entry is written staged, so a full disk leaves nothing half-written."""
 
 import errno
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -154,3 +155,37 @@ def test_sigterm_during_the_warm_start_saves_it_exits_0_and_the_rerun_continues(
     assert f"warm-start: continuing from step {saved} of " in rerun.stdout
     assert not list((tmp_path / "cache").glob("*.partial"))  # removed once the entry is cached
     assert not list((tmp_path / "cache").glob(".tmp-*"))
+
+
+def _limit_file_size() -> None:
+    # Without SIG_IGN the kernel kills the process with SIGXFSZ instead of failing the write.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, resource.RLIM_INFINITY))
+
+
+def test_a_full_disk_while_the_tiny_model_is_cached_is_one_line_and_leaves_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    result = subprocess.run(
+        lexrl_command(
+            "rollout",
+            "configs/demo_cpu.yaml",
+            "--model.cache_dir",
+            str(cache),
+            "--warmstart.enabled",
+            "false",
+            "--num-tasks",
+            "1",
+            "--out",
+            str(tmp_path / "rollouts.jsonl"),
+        ),
+        preexec_fn=_limit_file_size,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 7, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("run folder error: ") and "File too large" in last, last
+    assert f"{cache}/tiny-" in last and "/model.safetensors: File too large" in last
+    assert list(cache.iterdir()) == []  # no half-written entry, no .tmp-* staging folder
