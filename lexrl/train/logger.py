@@ -41,10 +41,12 @@ WANDB_MODES["disabled"] = "disabled"
 
 
 def resolve_wandb_mode(config: LoggingConfig) -> str:
-    """The W&B mode of a run: the environment's `WANDB_MODE` when set (what the person launching
-    the run asks for, as W&B and the Hugging Face trainers read it), else `logging.wandb_mode`,
-    whose `auto` is online only when WANDB_API_KEY is set. ConfigError for a `WANDB_MODE` W&B does
-    not know."""
+    """The W&B mode of a run: `disabled` under `WANDB_DISABLED=true`; the environment's
+    `WANDB_MODE` when set (what the person launching the run asks for, as W&B and the Hugging
+    Face trainers read it); else `logging.wandb_mode`, whose `auto` is online only when
+    WANDB_API_KEY is set. ConfigError for a `WANDB_MODE` W&B does not know."""
+    if os.environ.get("WANDB_DISABLED", "").strip().lower() in ("true", "1", "yes"):
+        return "disabled"  # the Hugging Face trainers' switch
     variable = os.environ.get("WANDB_MODE", "").strip().lower()
     if variable:
         if variable not in WANDB_MODES:

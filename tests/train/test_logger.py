@@ -92,6 +92,10 @@ def test_wandb_mode_from_the_environment_wins_over_the_config(tmp_path, monkeypa
     monkeypatch.setenv("WANDB_MODE", "of")
     with pytest.raises(ConfigError, match="WANDB_MODE=of: not a W&B mode"):
         resolve_wandb_mode(config.logging)
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_DISABLED", "true")
+    assert resolve_wandb_mode(config.logging) == "disabled"
+    monkeypatch.delenv("WANDB_DISABLED")
     monkeypatch.delenv("WANDB_MODE")
     assert resolve_wandb_mode(config.logging) == "offline"
     config.logging.wandb_mode = "auto"
