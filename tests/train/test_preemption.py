@@ -180,17 +180,20 @@ def test_a_second_ctrl_c_aborts_at_once_in_one_line(tmp_path, model_cache):
 
 
 @pytest.mark.slow
-def test_ctrl_c_before_the_first_step_ends_in_one_line(tmp_path, model_cache):
+def test_ctrl_c_during_the_warm_start_saves_it_and_ends_in_one_line(tmp_path, model_cache):
     out = tmp_path / "out"
     config = write_config(tmp_path / "run.yaml", model_cache, out, steps=STEPS, evals=False)
-    # Warm-start on: it is what runs before the first step of a fresh cache.
+    # Warm-start on: it is what runs before the first step of a fresh cache. Its SFT stops like
+    # a training step: the step in progress ends, the progress is saved, exit 0.
     process, log = _start(config, tmp_path, "--warmstart.num_episodes", "2000")
-    deadline = time.time() + 120
-    while "warm-start" not in log.read_text().lower() and time.time() < deadline:
+    deadline = time.time() + 300
+    while "warm-start (SFT)" not in log.read_text() and time.time() < deadline:
         assert process.poll() is None, log.read_text()[-3000:]
         time.sleep(0.1)
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=120) == 130, log.read_text()[-3000:]
+    assert process.wait(timeout=120) == 0, log.read_text()[-3000:]
     text = log.read_text()
-    assert "Traceback" not in text and text.strip().splitlines()[-1] == "interrupted (Ctrl-C)"
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
+    assert "SIGINT: warm-start stopped after SFT step " in text
+    assert "run the same command to continue it" in text
     assert not _logged_steps(out)
