@@ -1,11 +1,12 @@
 """Peak memory and tokens/s of one GRPO update: lexrl's `Learner` vs TRL 1.16's loss path.
 
     python scripts/bench_trl_loss.py [--layers 2] [--shape 4x1000+256] [--checkpointing off,on]
-        [--systems lexrl,trl] [--repeats 1] [--json results.jsonl]
+        [--systems lexrl,trl] [--repeats 1] [--dtype bfloat16] [--json results.jsonl]
 
 Both systems train the same random model on the same rows: `Qwen3ForCausalLM` with
 Qwen3-4B's widths (`QWEN3_4B` of scripts/bench_update_memory.py) and `--layers` decoder
-layers, in bf16 on the CPU, with lexrl's LoRA (`lexrl.models.add_lora`, r 16 / alpha 32 on
+layers, in bf16 on the CPU (`--dtype float32` for a CPU without AVX-512, where bf16 matmuls
+run up to 100x slower: the test suite's smoke run uses it), with lexrl's LoRA (`lexrl.models.add_lora`, r 16 / alpha 32 on
 every projection, seed 0). A shape `RxP+T` is R rows of P prompt and T completion tokens, the
 same seeded random ids for both, no padding, advantages alternating -1 / +1, one micro-batch.
 
@@ -89,8 +90,8 @@ from bench_update_memory import QWEN3_4B, parse_shape, rss_mb, run_child  # noqa
 SYSTEMS = ("lexrl", "trl", "trl-compact")
 
 
-def build_policy(layers: int) -> Any:
-    """The random Qwen3-4B-wide model in bf16 with lexrl's LoRA (a `PeftModel`)."""
+def build_policy(layers: int, dtype: str = "bfloat16") -> Any:
+    """The random Qwen3-4B-wide model in `dtype` with lexrl's LoRA (a `PeftModel`)."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -99,7 +100,7 @@ def build_policy(layers: int) -> Any:
 
     torch.manual_seed(0)
     config = Qwen3Config(**QWEN3_4B, num_hidden_layers=layers, max_position_embeddings=8192)
-    model = Qwen3ForCausalLM._from_config(config, dtype=torch.bfloat16)
+    model = Qwen3ForCausalLM._from_config(config, dtype=getattr(torch, dtype))
     return add_lora(model, LoraConfig(r=16, alpha=32), seed=0)
 
 
@@ -223,10 +224,10 @@ def trl_update(policy: Any, shape: str, checkpointing: bool, compact: bool, out_
     return update
 
 
-def child(system: str, layers: int, shape: str, checkpointing: bool) -> dict:
+def child(system: str, layers: int, shape: str, checkpointing: bool, dtype: str) -> dict:
     import torch
 
-    policy = build_policy(layers)
+    policy = build_policy(layers, dtype)
     with tempfile.TemporaryDirectory() as out_dir:
         if system == "lexrl":
             update = lexrl_update(policy, shape, checkpointing)
@@ -245,6 +246,7 @@ def child(system: str, layers: int, shape: str, checkpointing: bool) -> dict:
         "layers": layers,
         "shape": shape,
         "checkpointing": checkpointing,
+        "dtype": dtype,
         "measured_mb": round(peak - before, 1),
         "model_mb": round(before, 1),
         "update_s": round(seconds, 2),
@@ -253,8 +255,8 @@ def child(system: str, layers: int, shape: str, checkpointing: bool) -> dict:
     }
 
 
-def run_system(system: str, layers: int, shape: str, checkpointing: bool) -> dict:
-    spec = json.dumps([system, layers, shape, checkpointing])
+def run_system(system: str, layers: int, shape: str, checkpointing: bool, dtype: str) -> dict:
+    spec = json.dumps([system, layers, shape, checkpointing, dtype])
     return run_child(__file__, spec, {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"})
 
 
@@ -288,19 +290,20 @@ def main() -> None:
     parser.add_argument("--checkpointing", default="off,on")
     parser.add_argument("--systems", default="lexrl,trl", help=f"among {', '.join(SYSTEMS)}")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     parser.add_argument("--json", help="append the JSON line to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        system, layers, shape, checkpointing = json.loads(args.child)
-        print(json.dumps(child(system, layers, shape, checkpointing)))
+        system, layers, shape, checkpointing, dtype = json.loads(args.child)
+        print(json.dumps(child(system, layers, shape, checkpointing, dtype)))
         return
     systems = args.systems.split(",")
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; choose among {SYSTEMS}")
     modes = args.checkpointing.split(",")
-    print(f"{args.layers} layers of Qwen3-4B, {args.shape}, bf16 on the CPU")
+    print(f"{args.layers} layers of Qwen3-4B, {args.shape}, {args.dtype} on the CPU")
     print()
     print("| system | checkpointing | repeat | peak MB above model | update s | tokens/s |")
     print("|---|---|---|---|---|---|")
@@ -308,7 +311,7 @@ def main() -> None:
     for repeat in range(args.repeats):
         for mode in modes:
             for system in systems:
-                result = run_system(system, args.layers, args.shape, mode == "on")
+                result = run_system(system, args.layers, args.shape, mode == "on", args.dtype)
                 result["repeat"] = repeat
                 results.append(result)
                 print(
@@ -332,6 +335,7 @@ def main() -> None:
         {
             "layers": args.layers,
             "shape": args.shape,
+            "dtype": args.dtype,
             "trl": trl.__version__,
             "results": results,
             "ratios": summary,
