@@ -40,7 +40,7 @@ else
     PYTHON=${PYTHON:-python3}
 fi
 
-DEPS=(draccus mergedeep typing-inspect mypy-extensions)
+DEPS=(draccus mergedeep typing-inspect mypy-extensions bm25s)
 MAX_MIB=60
 
 rm -rf wheels

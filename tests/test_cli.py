@@ -38,8 +38,11 @@ def test_train_eval_rollout_end_to_end(tmp_path, model_cache):
     assert [r["step"] for r in records] == [1, 2]
     for key in ("reward/total", "reward/recall", "reward/step_penalty", "env/mas_recall", "loss/kl",
                 "loss/clip_fraction", "perf/tokens_generated", "perf/rollout_s", "perf/update_s",
-                "agent/planner/turns"):  # fmt: skip
+                "perf/update_tokens", "perf/update_tokens_per_s", "agent/planner/turns"):  # fmt: skip
         assert key in records[0], key
+    # Trained tokens count each row's prompt too: more than the completions generated.
+    assert records[0]["perf/update_tokens"] > records[0]["perf/tokens_generated"] > 0
+    assert "perf/update_peak_gib" not in records[0], "a CUDA number on the CPU"
     summaries = json.loads((out / "eval_summary.json").read_text())
     assert set(summaries) == {"before", "after"} and "mas_recall" in summaries["after"]
     assert (out / "learning_curve.png").stat().st_size > 0

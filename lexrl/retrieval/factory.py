@@ -1,4 +1,5 @@
-"""Build the configured retrievers (`RetrievalConfig`) over a list of document texts."""
+"""Build the configured retrievers (`RetrievalConfig`) over a list of document texts. The
+endpoint clients (and their `openai` package) are imported only when an endpoint is configured."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from lexrl.hub import loading
 from lexrl.retrieval.base import CachedRetriever, Retriever
 from lexrl.retrieval.bm25 import BM25Retriever
 from lexrl.retrieval.dense import DenseRetriever, Encoder, SentenceTransformerEncoder
-from lexrl.retrieval.endpoints import EndpointEncoder, EndpointReranker
 from lexrl.retrieval.options import RetrievalConfig
 from lexrl.retrieval.rerank import CrossEncoderReranker, Reranker, RerankingRetriever
 
@@ -41,6 +41,8 @@ def build_encoder(config: RetrievalConfig, documents: Sequence[str]) -> Encoder:
     if not config.dense_model:
         raise ConfigError("no dense model: set `env.retrieval.dense_model`")
     if config.dense_endpoint:
+        from lexrl.retrieval.endpoints import EndpointEncoder
+
         return EndpointEncoder(
             config.dense_endpoint,
             config.dense_model,
@@ -60,6 +62,8 @@ def build_reranker(config: RetrievalConfig, documents: Sequence[str]) -> Reranke
     if not config.reranker_model:
         raise ConfigError("no reranker: set `env.retrieval.reranker_model`")
     if config.reranker_endpoint:
+        from lexrl.retrieval.endpoints import EndpointReranker
+
         return EndpointReranker(
             config.reranker_endpoint, config.reranker_model, api_key_env=config.api_key_env
         )

@@ -1,12 +1,18 @@
-"""Build the configured rollout backend (`rollout.backend`)."""
+"""Build the configured rollout backend (`rollout.backend`). Each backend's module is imported
+only when it is the one configured, so a machine with torch and transformers alone (a GPU image
+without openai or vLLM) runs the `hf` backend."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lexrl.config import Config
 from lexrl.rollout.backend import Backend, HFBackend
-from lexrl.rollout.openai_chat import ChatEndpoint, OpenAIChatBackend
+
+if TYPE_CHECKING:
+    from lexrl.rollout.openai_chat import OpenAIChatBackend
 
 
 def make_backend(
@@ -44,6 +50,8 @@ def make_backend(
 
 def make_chat_backend(config: Config) -> OpenAIChatBackend:
     """The `openai` backend: `model.name_or_path` served at `rollout.base_url`."""
+    from lexrl.rollout.openai_chat import ChatEndpoint, OpenAIChatBackend
+
     rollout = config.rollout
     return OpenAIChatBackend(
         ChatEndpoint(

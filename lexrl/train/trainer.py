@@ -622,13 +622,28 @@ def step_rows(run: Run, episodes: Episodes) -> list[Row]:
     )
 
 
-def update_policy(run: Run, rows: list[Row]) -> tuple[dict[str, float], float]:
-    """The update's losses and its seconds; the rollout backend gives its memory back for it."""
+def update_policy(run: Run, rows: list[Row]) -> tuple[dict[str, float], dict[str, float]]:
+    """The update's losses and its `perf/` numbers: seconds, this process's trained rows and
+    tokens (its rows' prompt and completion tokens) and their rate, and on CUDA the peak memory allocated
+    during the update. The rollout backend gives its memory back for it."""
+    device = run.accelerator.device
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     started = time.perf_counter()
     run.backend.release_memory()
     losses = run.learner.update(rows)
     run.backend.resume()
-    return losses, time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    tokens = sum(len(row.prompt_ids) + len(row.completion_ids) for row in rows)
+    perf = {
+        "perf/update_s": seconds,
+        "perf/update_rows": float(len(rows)),
+        "perf/update_tokens": float(tokens),
+        "perf/update_tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
+    }
+    if device.type == "cuda":
+        perf["perf/update_peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    return losses, perf
 
 
 def advance(run: Run, state: dict[str, Any], next_positions: dict[str, int]) -> float:
@@ -856,12 +871,12 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         started = time.perf_counter()
         episodes = rollouts.next(step, state)
         rows = step_rows(run, episodes)
-        losses, update_s = update_policy(run, rows)
+        losses, update_perf = update_policy(run, rows)
         step += 1
         sync_s = advance(run, state, episodes.next_positions)
         perf = {
             "perf/rollout_s": episodes.seconds,
-            "perf/update_s": update_s,
+            **update_perf,
             "perf/adapter_sync_s": sync_s,
         }
         metrics = progress.record(step, episodes.groups, losses, perf, started)
