@@ -67,11 +67,10 @@ CUDA = Sizes(
     design=["--model.dtype", "bfloat16", "--rollout.max_new_tokens", "200"],
 )
 CPU = Sizes(
-    steps=2,
+    steps=3,
     save_every=1,
     demo=[
-        "--warmstart.num_episodes", "200",
-        "--rollout.max_new_tokens", "32",
+        "--warmstart.num_episodes", "300",
         "--env.max_iterations", "2",
         "--grpo.tasks_per_step", "2",
         "--grpo.num_generations", "4",
