@@ -158,44 +158,29 @@ def encoded_tokens(chunk: list[Any], shared: bool) -> int:
     return len(chunk) * (widest_prompt + max(len(r.completion_ids) for r in chunk))
 
 
-def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, Any]:
-    """What `lexrl.train.plan` predicts for this configuration: the largest micro-batch as the
-    learner cuts it, its update memory by part, the model's own memory, and the update's time."""
+def plan_inputs(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """The plan's model shape, token profile and run settings for one configuration (a spec or
+    a line this script wrote)."""
     from lexrl.config import Config
-    from lexrl.train.learner import split_micro_batches
-    from lexrl.train.plan import (
-        ALL_PROJECTIONS,
-        Layout,
-        TokenProfile,
-        assumed_shared_prefix,
-        gpu_for,
-        largest_micro_batch,
-        largest_shared_micro_batch,
-        update_memory,
-        update_seconds,
-    )
+    from lexrl.train.plan import TokenProfile, assumed_shared_prefix
     from lexrl.train.plan_report import run_settings
-    from lexrl.train.shared_prefix import group_by_prefix, split_shared_micro_batches
 
     shape = model_shape(spec["layers"])
     turns, prompt, completion = parse_tokens(spec["tokens"])
     trajectories = spec["trajectories"]
-    shared = bool(spec.get("shared_prefix"))
-    group_size = spec.get("group_size", 8)
     config = Config()
     config.model.dtype = spec.get("dtype", "bfloat16")
     config.lora.r = 16
     config.grpo.micro_batch_size = spec["micro_batch_size"]
     config.grpo.micro_batch_tokens = spec["micro_batch_tokens"]
     config.grpo.gradient_checkpointing = spec["checkpointing"]
-    config.grpo.shared_prefix = shared
+    config.grpo.shared_prefix = bool(spec.get("shared_prefix"))
     config.grpo.importance_sampling = "none"  # `auto` is none for the hf backend
     config.rollout.max_new_tokens = completion
     config.rollout.vllm_max_model_len = prompt + completion
     config.rollout.max_concurrent_episodes = config.rollout.max_batch_size = trajectories
-    settings = run_settings(config)
     per_trajectory, row_share = assumed_shared_prefix(
-        turns, prompt, group_size, spec.get("shared_fraction", 0.5)
+        turns, prompt, spec.get("group_size", 8), spec.get("shared_fraction", 0.5)
     )
     profile = TokenProfile(
         [(prompt, completion)] * (turns * trajectories),
@@ -204,6 +189,27 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
         shared_prefix_tokens=per_trajectory * trajectories,
         shared_row_share=row_share,
     )
+    return shape, profile, run_settings(config)
+
+
+def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, Any]:
+    """What `lexrl.train.plan` predicts for this configuration: the largest micro-batch as the
+    learner cuts it, its update memory by part, the model's own memory, and the update's time."""
+    from lexrl.train.learner import split_micro_batches
+    from lexrl.train.plan import (
+        ALL_PROJECTIONS,
+        Layout,
+        gpu_for,
+        largest_micro_batch,
+        largest_shared_micro_batch,
+        update_memory,
+        update_seconds,
+    )
+    from lexrl.train.shared_prefix import group_by_prefix, split_shared_micro_batches
+
+    shape, profile, settings = plan_inputs(spec)
+    trajectories = spec["trajectories"]
+    shared = bool(spec.get("shared_prefix"))
     layout = Layout("hf, 1 GPU", 1, 1, "hf", trajectories_per_step=trajectories)
     gpu = gpu_for(None, gpu_key(device_name))
     split = split_shared_micro_batches if shared else split_micro_batches

@@ -11,7 +11,9 @@ it comes from; the activation model is checked against measured peaks of a real
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 GiB = 2**30
 
@@ -35,14 +37,19 @@ FRAGMENTATION = 0.10
 MATMUL_EFFICIENCY = 0.40
 """Achieved share of the GPU's dense bf16 peak in the prefill's matmuls (an assumption: vLLM's
 prefill of long prompts runs large dense matmuls, below large-batch pre-training's 50-60%)."""
-UPDATE_EFFICIENCY = 0.19
-"""Achieved share of the GPU's dense bf16 peak in the update (`update_flops` over its seconds),
-for a GPU without a measured `Gpu.update_efficiency` (the H200's). Measured on an H200
-(`scripts/gpu_bench.sh`, 2026-11-26): random Qwen3-4B in bf16, sdpa, peft LoRA r 16 on every
-projection, 64 rows of 1,500 + 200 tokens, micro-batches of 8,192 tokens: 0.188 with
-checkpointing, 0.180 without; 0.158 at 4,096 tokens and 0.198 at 16,384. peft's float32 LoRA
-path, the row-sized matmuls and the chunked log-probs keep it at half of what a dense
+UPDATE_RATES_FILE = Path(__file__).with_name("update_rates.json")
+"""The update's achieved share of each GPU kind's dense bf16 peak (`update_flops` over its
+seconds), measured: `scripts/update_rates.py` computes it from the lines `scripts/gpu_bench.sh`
+wrote on lent GPUs (docs/data/) and writes this file; each kind names its lines. A random
+Qwen3-4B in bf16, sdpa, peft LoRA r 16 on every projection, 64 rows of 1,500 + 200 tokens,
+micro-batches of 8,192 tokens, the mean of checkpointing on and off: peft's float32 LoRA path,
+the row-sized matmuls and the chunked log-probs keep it at about half of what a dense
 pre-training step reaches."""
+UPDATE_RATES: dict[str, dict] = json.loads(UPDATE_RATES_FILE.read_text())
+ASSUMED_FROM = "h200"
+"""The measured kind whose rate a GPU without a measurement is planned at (and says so)."""
+UPDATE_EFFICIENCY = UPDATE_RATES[ASSUMED_FROM]["update_efficiency"]
+"""The rate of a GPU kind without a measurement of its own: `ASSUMED_FROM`'s."""
 PREFIX_GROUPER_THROUGHPUT = 0.70
 """Tokens per second of a shared-prefix update (`grpo.shared_prefix`) as a share of the repeated
 form's, per token it encodes: Prefix Grouper's attention gathers each pack's prefix and suffixes
@@ -171,16 +178,29 @@ class Gpu:
     update_efficiency: float = UPDATE_EFFICIENCY
     """The update's achieved share of `bf16_tflops` where measured on this GPU, else the H200's
     (`UPDATE_EFFICIENCY`)."""
+    update_measured: str = ""
+    """Where `update_efficiency` was measured (`update_rates.json`); empty: assumed."""
+
+
+def _measured(gpu: Gpu, kind: str) -> Gpu:
+    rate = UPDATE_RATES.get(kind)
+    if rate is None:
+        return gpu
+    return dataclasses.replace(
+        gpu, update_efficiency=rate["update_efficiency"], update_measured=rate["measured"]
+    )
 
 
 GPUS = {
-    "rtx4090": Gpu("RTX 4090", 24 * GiB, 165.2, 1.008),
-    # scripts/gpu_bench.sh on an H100 80GB HBM3, 2026-11-26, the H200's workload: 0.171 with
-    # checkpointing, 0.159 without (the same peak as the H200, less memory bandwidth).
-    "h100": Gpu("H100 SXM", 80 * GiB, 989.0, 3.35, update_efficiency=0.165),
-    "h200": Gpu("H200", 140 * GiB, 989.0, 4.8),
+    kind: _measured(gpu, kind)
+    for kind, gpu in {
+        "rtx4090": Gpu("RTX 4090", 24 * GiB, 165.2, 1.008),
+        "h100": Gpu("H100 SXM", 80 * GiB, 989.0, 3.35),
+        "h200": Gpu("H200", 140 * GiB, 989.0, 4.8),
+    }.items()
 }
-"""Memory as CUDA reports it (a "24 GB" 4090 has 24 GiB); speeds from the data sheets."""
+"""Memory as CUDA reports it (a "24 GB" 4090 has 24 GiB); speeds from the data sheets; the
+update's rate from `UPDATE_RATES_FILE` where measured."""
 
 
 MAX_GPU_MEMORY_GIB = 1024

@@ -20,6 +20,7 @@ from lexrl.config import Config
 from lexrl.errors import LexrlError
 from lexrl.retrieval.options import RetrievalConfig
 from lexrl.train.plan import (
+    ASSUMED_FROM,
     CUDA_CONTEXT_BYTES,
     ENGINE_CUDA_CONTEXT_BYTES,
     FRAGMENTATION,
@@ -673,6 +674,17 @@ def recipe_line(plans: list[LayoutPlan]) -> str:
     )
 
 
+def update_rate_line(gpu: Gpu) -> str:
+    """The update's rate the plan uses for `gpu`, and the measurement it comes from."""
+    rate = f"Update rate: {gpu.update_efficiency:.1%} of the GPU's bf16 peak"
+    if gpu.update_measured:
+        return f"{rate}, measured: {gpu.update_measured}."
+    return (
+        f"{rate}, assumed: the {ASSUMED_FROM.upper()}'s measured rate; no {gpu.name} has been "
+        "measured (scripts/gpu_bench.sh, then scripts/update_rates.py)."
+    )
+
+
 def render(plans: list[LayoutPlan], gpu: Gpu, profile: TokenProfile, note: str = "") -> str:
     """The plan as Markdown: GiB per GPU by part for each layout, seconds per update, verdicts."""
     gib = lambda value: f"{value / GiB:.1f}"  # noqa: E731
@@ -683,6 +695,7 @@ def render(plans: list[LayoutPlan], gpu: Gpu, profile: TokenProfile, note: str =
     lines = [
         f"GPU: {gpu.name}, {gpu.memory_bytes / GiB:.1f} GiB; a process fits at <= "
         f"{100 * (1 - FRAGMENTATION):.0f}% of it.",
+        update_rate_line(gpu),
         f"Tokens: {profile.source}: {profile.turns_per_trajectory:.1f} trainable turns and "
         f"{profile.tokens / max(profile.trajectories, 1):,.0f} tokens per trajectory, longest "
         f"turn {sum(profile.longest()):,}.",
