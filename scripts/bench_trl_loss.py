@@ -6,8 +6,8 @@
 Both systems train the same random model on the same rows: `Qwen3ForCausalLM` with
 Qwen3-4B's widths (`QWEN3_4B` of scripts/bench_update_memory.py) and `--layers` decoder
 layers, in bf16 on the CPU (`--dtype float32` for a CPU without AVX-512, where bf16 matmuls
-run up to 100x slower: the test suite's smoke run uses it), with lexrl's LoRA (`lexrl.models.add_lora`, r 16 / alpha 32 on
-every projection, seed 0). A shape `RxP+T` is R rows of P prompt and T completion tokens, the
+run up to 100x slower: the test suite's smoke run uses it), with lexrl's LoRA
+(`lexrl.models.add_lora`, r 16 / alpha 32 on every projection, seed 0). A shape `RxP+T` is R rows of P prompt and T completion tokens, the
 same seeded random ids for both, no padding, advantages alternating -1 / +1, one micro-batch.
 
 - `lexrl`: `lexrl.train.learner.Learner(...).update(rows)` with `GRPOConfig(loss="grpo",

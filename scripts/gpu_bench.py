@@ -158,11 +158,11 @@ def encoded_tokens(chunk: list[Any], shared: bool) -> int:
     return len(chunk) * (widest_prompt + max(len(r.completion_ids) for r in chunk))
 
 
-def plan_inputs(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """The plan's model shape, token profile and run settings for one configuration (a spec or
-    a line this script wrote)."""
+def plan_inputs(spec: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """The plan's model shape, token profile, run settings and one-GPU `hf` layout for one
+    configuration (a spec or a line this script wrote)."""
     from lexrl.config import Config
-    from lexrl.train.plan import TokenProfile, assumed_shared_prefix
+    from lexrl.train.plan import Layout, TokenProfile, assumed_shared_prefix
     from lexrl.train.plan_report import run_settings
 
     shape = model_shape(spec["layers"])
@@ -189,7 +189,8 @@ def plan_inputs(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
         shared_prefix_tokens=per_trajectory * trajectories,
         shared_row_share=row_share,
     )
-    return shape, profile, run_settings(config)
+    layout = Layout("hf, 1 GPU", 1, 1, "hf", trajectories_per_step=trajectories)
+    return shape, profile, run_settings(config), layout
 
 
 def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, Any]:
@@ -198,7 +199,6 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
     from lexrl.train.learner import split_micro_batches
     from lexrl.train.plan import (
         ALL_PROJECTIONS,
-        Layout,
         gpu_for,
         largest_micro_batch,
         largest_shared_micro_batch,
@@ -207,10 +207,8 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
     )
     from lexrl.train.shared_prefix import group_by_prefix, split_shared_micro_batches
 
-    shape, profile, settings = plan_inputs(spec)
-    trajectories = spec["trajectories"]
+    shape, profile, settings, layout = plan_inputs(spec)
     shared = bool(spec.get("shared_prefix"))
-    layout = Layout("hf, 1 GPU", 1, 1, "hf", trajectories_per_step=trajectories)
     gpu = gpu_for(None, gpu_key(device_name))
     split = split_shared_micro_batches if shared else split_micro_batches
     chunks = split(rows, spec["micro_batch_size"], spec["micro_batch_tokens"])

@@ -261,13 +261,12 @@ def check_design(work: Work, sizes: Sizes, gpu: str) -> dict:
 
 
 def gpu_name() -> str:
+    """The GPU kind `lexrl plan` predicts for: this device's, as scripts/gpu_bench.py names it
+    (an H100 on the CPU, for the CPU mode's plan)."""
     import torch
+    from gpu_bench import gpu_key
 
-    if not torch.cuda.is_available():
-        return "h100"
-    name = torch.cuda.get_device_name().lower()
-    return next((gpu for gpu in ("h200", "h100", "rtx4090") if gpu.replace("rtx", "") in name),
-                "h100")  # fmt: skip
+    return gpu_key(torch.cuda.get_device_name()) if torch.cuda.is_available() else "h100"
 
 
 def main() -> int:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import gpu_bench  # noqa: E402
 
-from lexrl.train.plan import UPDATE_RATES_FILE, Layout, gpu_for, update_seconds  # noqa: E402
+from lexrl.train.plan import UPDATE_RATES_FILE, gpu_for, update_seconds  # noqa: E402
 
 SOURCES = {
     "h100": "docs/data/gpu_bench_h100_2026-11-26_rerun.jsonl",
@@ -48,8 +48,7 @@ def line_efficiency(line: dict) -> float:
     """The update's achieved share of the GPU's bf16 peak in one gpu_bench.py line."""
     key = gpu_bench.gpu_key(line["device_name"])
     ideal = dataclasses.replace(gpu_for(None, key), update_efficiency=1.0)
-    shape, profile, settings = gpu_bench.plan_inputs(line)
-    layout = Layout("hf, 1 GPU", 1, 1, "hf", trajectories_per_step=line["trajectories"])
+    shape, profile, settings, layout = gpu_bench.plan_inputs(line)
     return update_seconds(shape, profile, settings, layout, ideal) / line["update_s"]
 
 

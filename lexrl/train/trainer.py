@@ -624,8 +624,8 @@ def step_rows(run: Run, episodes: Episodes) -> list[Row]:
 
 def update_policy(run: Run, rows: list[Row]) -> tuple[dict[str, float], dict[str, float]]:
     """The update's losses and its `perf/` numbers: seconds, this process's trained rows and
-    tokens (its rows' prompt and completion tokens) and their rate, and on CUDA the peak memory allocated
-    during the update. The rollout backend gives its memory back for it."""
+    tokens (its rows' prompt and completion tokens) and their rate, and on CUDA the peak memory
+    allocated during the update. The rollout backend gives its memory back for it."""
     device = run.accelerator.device
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
