@@ -72,6 +72,13 @@ class RunFolderLocked(LexrlError):
     kind = "run folder"
 
 
+class CacheUnwritable(LexrlError):
+    """A library cache lexrl does not choose the place of (`datasets` under `HF_HOME`) cannot
+    be written; the message names the folder and the variable that moves it."""
+
+    kind = "run folder"
+
+
 class RunHalted(LexrlError):
     """A run stopped because it could not go on usefully (every episode failing for
     `run.max_failed_steps` steps); its last checkpoint is written."""

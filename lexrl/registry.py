@@ -17,8 +17,9 @@ imports no env: discovery happens on the first `discover_envs()`.
 
 from __future__ import annotations
 
+import json
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -38,6 +39,26 @@ DEFAULT_ENV = "statute"
 retrieval (what `lexrl train` without a config has always run)."""
 
 
+SERVICE_KEYS = frozenset(
+    {
+        "base_url",
+        "api_key_env",
+        "max_retries",
+        "concurrency",
+        "timeout_s",
+        "device",
+        "batch_size",
+        "index_dir",
+        "cache_size",
+        "judge_cache_dir",
+        "dense_endpoint",
+        "reranker_endpoint",
+    }
+)
+"""Option names, in any env and any section of it, that say where a service runs or how it is
+reached, not what is trained: a resume may change them (`EnvConfig.objective_options`)."""
+
+
 @dataclass
 class EnvConfig(draccus.ChoiceRegistry):
     """The options of one env: subclass it as a dataclass whose field docstrings document each
@@ -53,6 +74,10 @@ class EnvConfig(draccus.ChoiceRegistry):
 
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {}
     BOUNDS: ClassVar[dict[str, Bound]] = {}
+    RESUME_MAY_CHANGE: ClassVar[tuple[str, ...]] = ()
+    """Options a resume may change besides `SERVICE_KEYS`: dotted keys, a section's name
+    covering its keys (`("eval",)`), for options that say how a run is evaluated, not what it
+    trains on or for."""
 
     @classmethod
     def default_choice_name(cls) -> str | None:
@@ -72,6 +97,30 @@ class EnvConfig(draccus.ChoiceRegistry):
     def build(self) -> Env:
         """The env these options describe."""
         raise NotImplementedError(f"{type(self).__name__} does not say how to build its env")
+
+    def objective_options(self) -> dict[str, Any]:
+        """Dotted key -> JSON value of every option that sets what a run trains on and for (its
+        data, its workflow, its reward): each checkpoint records them, and a resume with another
+        value is refused. Leaves out `SERVICE_KEYS` and `RESUME_MAY_CHANGE`."""
+        # As a checkpoint's JSON holds them (tuples as lists), so that equal options compare equal.
+        tree = json.loads(json.dumps(asdict(self), default=str))
+        options: dict[str, Any] = {}
+
+        def walk(values: dict[str, Any], prefix: str) -> None:
+            for key, value in values.items():
+                dotted = f"{prefix}{key}"
+                if key in SERVICE_KEYS or any(
+                    dotted == kept or dotted.startswith(f"{kept}.")
+                    for kept in self.RESUME_MAY_CHANGE
+                ):
+                    continue
+                if isinstance(value, dict):
+                    walk(value, f"{dotted}.")
+                else:
+                    options[dotted] = value
+
+        walk(tree, "")
+        return options
 
     def member_names(self) -> list[str]:
         """The envs this config trains: its own name, or a mixture's members."""

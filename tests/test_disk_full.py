@@ -42,3 +42,25 @@ def test_a_write_past_the_file_size_limit_ends_in_one_line(tiny_model_path, tmp_
     assert last.startswith("run folder error: ") and "File too large" in last, last
     assert f"{out}: File too large" in last
     assert out.stat().st_size <= 300
+
+
+def test_an_unwritable_datasets_cache_is_named_with_the_variable_that_moves_it(tmp_path):
+    """`datasets` caches each table it reads under HF_HOME; a cache it cannot create (here under
+    /sys, which no process may write) is the machine's, not the dataset's: not a `data error`."""
+    import os
+    import subprocess
+
+    cache = "/sys/lexrl-datasets-cache"
+    env = {**os.environ, "HF_DATASETS_CACHE": cache, "HF_HOME": str(tmp_path)}
+    result = subprocess.run(
+        lexrl_command("envs", "lexam", "--stats"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 7, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("run folder error: the `datasets` cache cannot be written"), last
+    assert cache in last and "HF_DATASETS_CACHE" in last, last
+    assert "Traceback" not in result.stderr

@@ -3,6 +3,7 @@ file and line or row."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import random
@@ -12,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from lexrl.errors import LexrlError
+from lexrl.errors import CacheUnwritable, LexrlError
 
 T = TypeVar("T")
 S = TypeVar("S", bound=Sized)
@@ -30,6 +31,23 @@ class DatasetError(LexrlError, ValueError):
     """A dataset file is missing or malformed; the message names the file and line."""
 
     kind = "data"
+
+
+UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def unwritable_cache(error: BaseException) -> CacheUnwritable | None:
+    """`datasets` writes every file it reads into its cache (`HF_DATASETS_CACHE`, by default
+    `$HF_HOME/datasets`) first: a read-only or full cache is the machine's problem, not the
+    dataset's, and the variable that moves the cache is the fix."""
+    if not isinstance(error, OSError) or error.errno not in UNWRITABLE:
+        return None
+    where = f"{error.filename}: " if error.filename else ""
+    return CacheUnwritable(
+        f"the `datasets` cache cannot be written ({where}{error.strerror or error}); it caches "
+        "every dataset file it reads: point HF_DATASETS_CACHE (or HF_HOME) at a writable folder "
+        "with free space"
+    )
 
 
 _HUB_ID = re.compile(r"\w[\w.-]*(/\w[\w.-]*)?")
@@ -53,7 +71,11 @@ def load_hub(source: str, *args: object, **kwargs: object) -> object:
 
     try:
         return datasets.load_dataset(source, *args, **kwargs)
-    except (FileNotFoundError, ConnectionError) as error:
+    except OSError as error:
+        if (cache := unwritable_cache(error)) is not None:
+            raise cache from None
+        if not isinstance(error, (FileNotFoundError, ConnectionError)):
+            raise
         raise DatasetError(
             f"{source}: no local file or folder of that name, and no Hub dataset ({error})"
         ) from None
@@ -232,6 +254,8 @@ def read_table(path: Path) -> Iterable[Mapping]:
         table.to_list()
         return table
     except Exception as error:  # pyarrow, pandas and openpyxl raise many kinds for a bad file
+        if (cache := unwritable_cache(error)) is not None:
+            raise cache from None
         raise DatasetError(f"{path}: could not be read as {kind}: {error}") from error
 
 

@@ -441,18 +441,22 @@ def load_checkpoint(
 
 
 def refuse_another_config(checkpoint: Path, record: dict[str, Any]) -> None:
-    """Raise a ConfigError naming each key of `record` (this run's env, model and LoRA shape)
-    whose value the checkpoint recorded otherwise: resuming would load another run's adapter onto
-    this base, or go on with another env's data positions. A checkpoint written before the record
+    """Raise a ConfigError naming each key of `record` (this run's env and its options, model
+    and LoRA shape) whose value the checkpoint recorded otherwise: resuming would load another
+    run's adapter onto this base, or go on with another env's data positions or objective. A checkpoint written before the record
     existed is resumed unchecked, and a key an older checkpoint did not record is not checked."""
     state = load_file_of(checkpoint, STATE_FILE, lambda f: json.loads(f.read_text()))
     recorded = state.get(RUN_KEY)
     if recorded is None:
         return
+    other_env = recorded.get("env.name", record.get("env.name")) != record.get("env.name")
     differing = [
         f"{key} is {json.dumps(recorded[key])} there, {json.dumps(value)} here"
         for key, value in record.items()
-        if key in recorded and recorded[key] != value
+        if key in recorded
+        and recorded[key] != value
+        # Another env's options are not comparable one by one: its name says it all.
+        and not (other_env and key.startswith("env.") and key != "env.name")
     ]
     if differing:
         raise ConfigError(

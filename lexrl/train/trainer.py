@@ -400,7 +400,10 @@ def build_run(config: Config, accelerator: Accelerator, shard: Shard) -> Run:
 def run_record(config: Config) -> dict[str, Any]:
     """The config values a checkpoint records and a resume must share: another env, base, LoRA
     shape or LoRA scale (`lora.alpha / lora.r` multiplies every update the adapter adds) would
-    make the checkpoint compute another run's function (`refuse_another_config`)."""
+    make the checkpoint compute another run's function, and another env option (its data, its
+    reward's weights, its workflow) would go on optimising another objective from the same data
+    positions (`refuse_another_config`); `EnvConfig.objective_options` says which env options
+    count. Every other key may change on resume (`save_run_config` names the ones that did)."""
     record = {
         "env.name": config.env.name,
         "model.name_or_path": config.model.name_or_path,
@@ -412,6 +415,7 @@ def run_record(config: Config) -> dict[str, Any]:
         # The built-in model is built from these: another value is another base model.
         for key in ("tiny_layers", "tiny_hidden_size", "tiny_vocab_size", "tiny_seed"):
             record[f"model.{key}"] = getattr(config.model, key)
+    record.update({f"env.{key}": value for key, value in config.env.objective_options().items()})
     return record
 
 
@@ -475,20 +479,38 @@ def start_logging(run: Run, step: int, resumed: bool) -> RunLogger:
 
 def save_run_config(config: Config, output_dir: Path, step: int) -> None:
     """Write `config.yaml`. A different one already there (a resume with other settings) ran the
-    steps up to `step`: it is kept as `config.until-step-NNNNNN.yaml`, and stderr says so."""
+    steps up to `step`: it is kept as `config.until-step-NNNNNN.yaml`, and stderr names the keys
+    that changed (those a resume may change: `run_record` holds the ones it may not)."""
     path = output_dir / "config.yaml"
     fresh = output_dir / ".config.yaml.tmp"
     save_config(config, fresh)
-    if path.is_file() and config_values(path) != config_values(fresh):
+    earlier, now = config_values(path), config_values(fresh)
+    if path.is_file() and earlier != now:
         kept = unused_name(output_dir, f"config.until-step-{step:06d}", ".yaml")
         path.rename(kept)
+        changed = ", ".join(
+            f"{key} {json.dumps(before)} -> {json.dumps(after)}"
+            for key, before, after in changed_keys(earlier, now)
+        )
         console.print(
-            f"{path} had other settings: kept as {kept}",
+            f"{path} had other settings ({changed or 'not readable'}): kept as {kept}",
             soft_wrap=True,
             markup=False,
             highlight=False,
         )
     os.replace(fresh, path)
+
+
+def changed_keys(before: Any, after: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, before, after) for each value that differs between two config trees; a key
+    one side lacks is None there."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [
+            change
+            for key in sorted(set(before) | set(after), key=str)
+            for change in changed_keys(before.get(key), after.get(key), f"{prefix}{key}.")
+        ]
+    return [] if before == after else [(prefix.rstrip("."), before, after)]
 
 
 def config_values(path: Path) -> Any:

@@ -14,7 +14,7 @@ from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.errors import EXIT_CODES, ConfigError
 from lexrl.train.checkpoint import MANIFEST_FILE, STATE_FILE, build_manifest
 from lexrl.train.run_lock import LOCK_NAME, RunFolderTaken, refuse_another_run
-from lexrl.train.trainer import checkpoint_to_resume, run_record, save_run_config
+from lexrl.train.trainer import changed_keys, checkpoint_to_resume, run_record, save_run_config
 from tests.e2e import run_lexrl
 
 
@@ -145,9 +145,47 @@ def test_a_resume_with_other_settings_keeps_the_config_the_earlier_steps_ran_wit
     assert kept.read_text() == original
     assert "max_steps: 200" in (tmp_path / "config.until-step-000002-2.yaml").read_text()
     assert "max_steps: 300" in (tmp_path / "config.yaml").read_text()
-    assert f"{tmp_path / 'config.yaml'} had other settings: kept as {kept}" in " ".join(
-        capfd.readouterr().err.split()
-    )
+    said = " ".join(capfd.readouterr().err.split())
+    assert (
+        f"{tmp_path / 'config.yaml'} had other settings (run.max_steps 60 -> 200): kept as {kept}"
+    ) in said
+    assert "(run.max_steps 200 -> 300)" in said
+
+
+def test_changed_keys_are_dotted_and_name_a_key_one_side_lacks():
+    before = {"run": {"max_steps": 1, "seed": 0}, "grpo": {"beta": 0.0}, "eval": None}
+    after = {"run": {"max_steps": 2, "seed": 0}, "grpo": {}, "eval": {"greedy": True}}
+    assert changed_keys(before, after) == [
+        ("eval", None, {"greedy": True}),
+        ("grpo.beta", 0.0, None),
+        ("run.max_steps", 1, 2),
+    ]
+
+
+def test_a_resume_refuses_other_env_options_naming_each_and_allows_the_run_keys(tmp_path):
+    written = _config(tmp_path, resume=True)
+    checkpoint = _checkpoint(tmp_path, 3, {"config": run_record(written)})
+    later = _config(tmp_path, resume=True)
+    later.run.max_steps += 10
+    later.grpo.learning_rate *= 2
+    assert checkpoint_to_resume(later).checkpoint == checkpoint
+
+    other = _config(tmp_path, resume=True)
+    # Where a service runs, and how the run is evaluated, may change.
+    later.env.retrieval.device = "cuda:1"
+    later.env.retrieval.index_dir = str(tmp_path / "moved-index")
+    later.env.eval.ks = [1, 3]
+    assert checkpoint_to_resume(later).checkpoint == checkpoint
+
+    other = _config(tmp_path, resume=True)
+    other.env.step_penalty = written.env.step_penalty + 0.5
+    other.env.retrieval.bm25_variant = "robertson"
+    with pytest.raises(ConfigError) as raised:
+        checkpoint_to_resume(other)
+    message = str(raised.value)
+    assert f"env.step_penalty is {written.env.step_penalty} there, " in message
+    assert 'env.retrieval.bm25_variant is "lucene" there, "robertson" here' in message
+    assert "env.retrieval.device" not in message and "env.eval" not in message
 
 
 def _error_lines(stderr: str, kind: str) -> list[str]:

@@ -136,6 +136,7 @@ class StatuteEnvConfig(EnvConfig):
     """Recall in the reward counts the first k pooled candidates; None = the whole pool (eq. 2).
     Setting it to `mas_k` rewards exactly what the MAS-stage evaluation measures."""
 
+    RESUME_MAY_CHANGE = ("eval",)  # the evaluation's cut-offs, baselines and reranker
     CHOICES = {"language": ("en", "zh"), "dataset": ("demo", "stard", "csaid", "jsonl")}
     BOUNDS = {
         "max_iterations": AT_LEAST_1,
