@@ -228,6 +228,54 @@ def scrub_tree(value: Any) -> Any:
 def write_text(path: str | Path, text: str, append: bool = False) -> None:
     """Write (or append) `text` to `path` in UTF-8 with every key masked: the one writer of
     every file lexrl produces from model, judge or server text (samples, metrics, evaluation
-    files, caches)."""
-    with open(path, "a" if append else "w", encoding="utf-8") as file:
-        file.write(scrub(text))
+    files, caches).
+
+    A failed write (a full disk, a file-size limit) frees what it wrote and raises an OSError
+    naming `path`: an append is cut back to the file's earlier length, so the file never ends
+    in a torn record, and a new file is written beside `path` and renamed into place, so an
+    earlier version stays whole and no half-written file is left."""
+    path = Path(path)
+    data = scrub(text).encode("utf-8")
+    try:
+        if append or (path.exists() and not path.is_file()):
+            _append(path, data)
+        else:
+            _replace(path, data)
+    except OSError as error:
+        if error.filename is None:
+            raise OSError(error.errno, error.strerror, str(path)) from error
+        raise
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view) :]
+
+
+def _append(path: Path, data: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        start = os.lseek(descriptor, 0, os.SEEK_END)
+        try:
+            _write_all(descriptor, data)
+        except OSError:
+            if os.path.isfile(path):
+                os.ftruncate(descriptor, start)
+            raise
+    finally:
+        os.close(descriptor)
+
+
+def _replace(path: Path, data: bytes) -> None:
+    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            _write_all(descriptor, data)
+        finally:
+            os.close(descriptor)
+        os.replace(staging, path)
+    except BaseException:
+        staging.unlink(missing_ok=True)
+        raise

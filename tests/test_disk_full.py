@@ -64,3 +64,35 @@ def test_an_unwritable_datasets_cache_is_named_with_the_variable_that_moves_it(t
     assert last.startswith("run folder error: the `datasets` cache cannot be written"), last
     assert cache in last and "HF_DATASETS_CACHE" in last, last
     assert "Traceback" not in result.stderr
+
+
+WRITE_PAST_THE_LIMIT = """
+import resource, signal, sys
+from lexrl.secrets import write_text
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+try:
+    write_text(sys.argv[1], "x" * 1200, append=sys.argv[2] == "append")
+except OSError as error:
+    print(error.filename, error.strerror)
+"""
+
+
+def test_a_write_past_the_limit_frees_what_it_wrote_and_names_the_file(tmp_path):
+    """An append is cut back to the file's earlier length (no torn record); a rewrite leaves the
+    earlier version whole and no staging file."""
+    import subprocess
+    import sys
+
+    for mode in ("append", "replace"):
+        path = tmp_path / f"{mode}.jsonl"
+        path.write_text("y" * 500)
+        result = subprocess.run(
+            [sys.executable, "-c", WRITE_PAST_THE_LIMIT, str(path), mode],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.stdout.strip() == f"{path} File too large", result.stderr
+        assert path.read_text() == "y" * 500, mode
+        assert sorted(p.name for p in tmp_path.iterdir() if mode in p.name) == [path.name]

@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -451,3 +452,52 @@ def test_sigterm_keeps_the_tasks_done_and_a_rerun_ends_as_an_uninterrupted_run(
         assert (folder / name).read_text() == (clean_folder / name).read_text(), name
     report = json.loads((folder / "eval_test_report.json").read_text())
     assert report["summary"]["episodes"] == 12
+
+
+def _limit_file_size(limit: int):
+    def limit_it() -> None:
+        # Without SIG_IGN the kernel kills the process with SIGXFSZ instead of failing the write.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return limit_it
+
+
+def test_a_full_disk_mid_evaluation_names_the_file_frees_the_torn_chunk_and_resumes(tmp_path):
+    """A write past a real file-size limit while a chunk is appended: one line naming the
+    partial file, the file cut back to its whole chunks (the torn bytes freed), no staging file
+    left, and the same command without the limit goes on to a clean evaluation's report."""
+    answer = lambda headers: (200, completion("###B###"))  # noqa: E731
+    with chat_server(answer) as url:
+        args = [
+            "eval", "configs/lexam_cpu.yaml",
+            "--rollout.backend", "openai",
+            "--rollout.base_url", url,
+            "--rollout.max_concurrent_episodes", "4",
+            "--rollout.chat_cache_dir", str(tmp_path / "cache"),
+            "--model.name_or_path", "vendor/stub-4o",
+            "--eval.max_tasks", "6",
+            "--eval.degenerate_baselines", "false",
+        ]  # fmt: skip
+        full = subprocess.run(
+            lexrl_command(*args, "--run.output_dir", str(tmp_path / "run")),
+            preexec_fn=_limit_file_size(8_000),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        folder = _evaluated(tmp_path, "run")
+        partial = folder / PARTIAL_FILE
+        assert full.returncode == 7, full.stderr[-3000:]
+        assert "Traceback" not in full.stderr
+        last = full.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"run folder error: {partial}: File too large; free space"), last
+        lines = partial.read_text(encoding="utf-8").splitlines()
+        assert all(json.loads(line) for line in lines) and 1 <= len(lines) < 7
+        assert partial.stat().st_size <= 8_000
+        assert not [p.name for p in folder.iterdir() if ".tmp-" in p.name]
+
+        resumed = run_lexrl(*args, "--run.output_dir", str(tmp_path / "run"))
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert run_lexrl(*args, "--run.output_dir", str(tmp_path / "clean")).returncode == 0
+    assert _report(folder) == _report(_evaluated(tmp_path, "clean"))
