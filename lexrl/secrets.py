@@ -16,6 +16,7 @@ import ipaddress
 import os
 import re
 import sys
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -268,7 +269,7 @@ def _append(path: Path, data: bytes) -> None:
 
 
 def _replace(path: Path, data: bytes) -> None:
-    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     try:
         descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         try:
