@@ -250,6 +250,22 @@ def test_a_mistyped_option_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
+def test_eval_says_that_it_builds_the_warm_start_and_then_that_it_reuses_it(tmp_path, model_cache):
+    config = tmp_path / "lexam.yaml"
+    config.write_text(
+        f"model:\n  name_or_path: tiny\n  cache_dir: {model_cache}\n"
+        "rollout:\n  max_new_tokens: 8\nenv:\n  type: lexam\n"
+        "warmstart:\n  enabled: true\n  num_episodes: 4\n  epochs: 1\n"
+        f"eval:\n  max_tasks: 1\nrun:\n  output_dir: {tmp_path / 'run'}\n"
+    )
+    built, reused = (run_lexrl("eval", str(config)) for _ in range(2))
+    assert built.returncode == reused.returncode == 0, built.stderr[-3000:] + reused.stderr[-3000:]
+    said = " ".join(built.stdout.split())
+    assert "warm-start: 1 SFT steps on 4 scripted rows, built once and cached in " in said
+    assert said.index("warm-start: 1 SFT steps") < said.index("report: ")
+    assert "warm-start: cached " in reused.stdout and "SFT steps" not in reused.stdout
+
+
 def test_lexam_eval_prints_means_with_intervals_and_writes_the_report(tmp_path, model_cache):
     config = tmp_path / "lexam.yaml"
     config.write_text(
