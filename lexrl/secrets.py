@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import stat
 import sys
 import threading
 from collections.abc import Iterable
@@ -257,11 +258,13 @@ def _write_all(descriptor: int, data: bytes) -> None:
 def _append(path: Path, data: bytes) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
-        start = os.lseek(descriptor, 0, os.SEEK_END)
+        # A pipe or a terminal (`--out /dev/stdout`) has no length to cut back to.
+        regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
+        start = os.lseek(descriptor, 0, os.SEEK_END) if regular else 0
         try:
             _write_all(descriptor, data)
         except OSError:
-            if os.path.isfile(path):
+            if regular:
                 os.ftruncate(descriptor, start)
             raise
     finally:

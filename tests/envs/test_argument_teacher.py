@@ -1,5 +1,6 @@
 import json
 
+from lexrl.envs.argument.env import ArgumentEnv
 from lexrl.envs.argument.grounding import named_factors
 from lexrl.envs.argument.metrics import score_triple
 from lexrl.envs.argument.parsing import (
@@ -10,14 +11,23 @@ from lexrl.envs.argument.parsing import (
     parse_verdict,
 )
 from lexrl.envs.argument.reward import task_score, triple_components
-from lexrl.envs.argument.scenarios import KINDS, TABLE_1, Scenario, generate_scenario
+from lexrl.envs.argument.scenarios import (
+    KINDS,
+    TABLE_1,
+    Scenario,
+    expected_abstentions,
+    generate_scenario,
+)
 from lexrl.envs.argument.teacher import (
+    CHECKLIST_INSTRUCTION,
+    checklist,
     teacher_plies,
     teacher_review,
     teacher_text,
     teacher_triple_text,
     teacher_verdict,
 )
+from tests.env_options import load_env
 
 # Table 1 of the paper: c1 shares F4 (P) with c2 and F5 (D) with c3.
 ARGUABLE = TABLE_1
@@ -136,3 +146,41 @@ def test_teacher_verdict_and_review_approve_the_teachers_own_plies():
                 )
                 review = teacher_review(scenario, index, draft)
                 assert review.endswith("REVISE: no") and not parse_review(review).revise
+
+
+def test_the_checklist_looks_up_each_of_c1s_own_side_factors_in_the_precedent():
+    # Table 1: c1 F4 (P), F5 and F23 (D); c2 won by the plaintiff with F2, F4, F16; c3 won by
+    # the defendant with F2, F5, F12.
+    assert checklist(ARGUABLE, 0) == ("<think>c2 won by the plaintiff. F4: yes.</think>")
+    assert checklist(ARGUABLE, 1) == ("<think>c3 won by the defendant. F5: yes. F23: no.</think>")
+    mismatched = Scenario("m", "mismatched", ("F4",), ("F4",), ("F4",), "D", "P", 3)
+    assert checklist(mismatched, 0) == "<think>c2 won by the defendant.</think>"
+    no_own = Scenario("n", "non_arguable", ("F5",), ("F5",), ("F5",), "P", "D", 3)
+    assert checklist(no_own, 0) == (
+        "<think>c2 won by the plaintiff. c1 has no pro-plaintiff factor.</think>"
+    )
+
+
+def test_a_ply_says_yes_exactly_when_it_can_be_grounded_and_the_block_is_never_scored():
+    for kind in KINDS:
+        for seed in range(500):
+            scenario = generate_scenario(kind, 2 + seed % 7, seed)
+            plies = teacher_plies(scenario)
+            for index, abstains in enumerate(expected_abstentions(scenario)):
+                block = checklist(scenario, index)
+                grounded = "won by the " + ("defendant" if index == 1 else "plaintiff") + "."
+                assert (grounded in block and ": yes." in block) == (not abstains), scenario
+                with_block = parse_ply(block + teacher_text(plies[index]))
+                assert with_block == parse_ply(teacher_text(plies[index]))
+
+
+def test_only_the_checklist_option_asks_the_arguers_for_it():
+    plain = ArgumentEnv(load_env("argument", train_per_kind=1, test_per_kind=1).env)
+    asked = ArgumentEnv(
+        load_env("argument", reasoning="checklist", train_per_kind=1, test_per_kind=1).env
+    )
+    for role in ("plaintiff", "defendant"):
+        assert CHECKLIST_INSTRUCTION not in plain.prompts[role]
+        assert asked.prompts[role].endswith(CHECKLIST_INSTRUCTION)
+        assert asked.prompts[role].count(CHECKLIST_INSTRUCTION) == 1
+    assert CHECKLIST_INSTRUCTION not in asked.prompts["analyst"]

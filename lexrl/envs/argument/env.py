@@ -72,6 +72,8 @@ from lexrl.envs.argument.scenarios import (
     split_seeds,
 )
 from lexrl.envs.argument.teacher import (
+    CHECKLIST_INSTRUCTION,
+    checklist,
     correct_verdict,
     teacher_plies,
     teacher_review,
@@ -256,6 +258,9 @@ class ArgumentEnv(Env):
                 "extractor",
             )
         }
+        if config.reasoning == "checklist":
+            for arguer in ("plaintiff", "defendant"):
+                self.prompts[arguer] = f"{self.prompts[arguer].rstrip()}\n{CHECKLIST_INSTRUCTION}"
         roles = {"SA": ("single",), "SA-EP": ("single",), "MA": ("plaintiff", "defendant")}
         self.roles = roles.get(config.workflow, ("plaintiff", "defendant"))
         if config.workflow == "RMA" and config.analyst == "policy":
@@ -335,6 +340,8 @@ class ArgumentEnv(Env):
                 render_cases(task.inputs, self.config.factor_names, self.config.factor_layout)
             )
             texts += [teacher_text(ply) for ply in teacher_plies(scenario)]
+            if self.config.reasoning == "checklist":
+                texts += [checklist(scenario, index) for index in range(len(ARGUERS))]
         return texts
 
     # -- the workflows -------------------------------------------------------------------
@@ -537,12 +544,16 @@ class ArgumentEnv(Env):
         scenario = self.scenario(task)
         plies = teacher_plies(scenario)
 
+        def thinking(index: int) -> str:
+            return checklist(scenario, index) if self.config.reasoning == "checklist" else ""
+
         def respond(role: str, messages: Messages) -> str:
             first = messages if isinstance(messages, str) else messages[0]["content"]
             if role == "single":
                 return teacher_triple_text(plies)
             if role in ARGUERS:  # a draft or a revision: the first message names the ply
-                return teacher_text(plies[int(_PLY_MARKER.search(first).group(1)) - 1])
+                index = int(_PLY_MARKER.search(first).group(1)) - 1
+                return thinking(index) + teacher_text(plies[index])
             under_review = _DRAFT.search(first)
             index, draft = int(under_review.group(1)) - 1, parse_ply(under_review.group(2))
             if role == "analyst":

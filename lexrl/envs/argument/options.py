@@ -18,6 +18,7 @@ WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
 KINDS = ("arguable", "mismatched", "non_arguable")
 """The scenario kinds of a triple (Zhang and Ashley 2025, sec. 4.2)."""
 FACTOR_LAYOUTS = ("inline", "by_side")
+REASONING = ("none", "checklist")
 GENERATORS = ("authors", "anchored")
 """How generated triples are drawn (`lexrl.envs.argument.scenarios`): the authors' generator
 (precedents built from the current case's factors, docs/sources.md) or lexrl's first one
@@ -69,6 +70,15 @@ class ArgumentEnvConfig(EnvConfig):
     same facts, in the order the teacher cites them). In a causal model an id listed inline
     cannot see its side, which comes after it; grouped, every id follows its side. The CPU
     demo's 2-layer model learns the choice of factors only from `by_side` (docs/benchmarks.md)."""
+    reasoning: str = "none"
+    """What an arguer writes before its JSON: `none`, or `checklist`, a `<think>` block that
+    checks each of c1's factors on its side against its precedent, one at a time, before it
+    decides: "<think>c2 won by the plaintiff. F4: yes. F6: no.</think>".
+    The prompt asks for it and the teacher writes it; the parser drops everything up to
+    `</think>`, so nothing in it is scored. Whether a ply can be grounded is whether two lists
+    share an id, which a small model does not compute in one forward pass (the CPU demo's
+    2-layer model never does from the decision alone, docs/benchmarks.md); listed one id at a
+    time, each step looks up one id in one list."""
     complexity: int = 5
     """Factors per case: complexity-1 to complexity+1 (Zhang and Ashley 2025, sec. 4.2: complexity 5 = 4-6)."""
     train_per_kind: int = 2000
@@ -147,6 +157,7 @@ class ArgumentEnvConfig(EnvConfig):
     CHOICES = {
         "workflow": WORKFLOWS,
         "factor_layout": FACTOR_LAYOUTS,
+        "reasoning": REASONING,
         "analyst": ("policy", "judge"),
         "extract_factors": ("json", "llm"),
         "mismatched": MISMATCHED_MODES,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from lexrl.envs.argument.factors import factor_number
+from lexrl.envs.argument.factors import FACTORS, factor_number
 from lexrl.envs.argument.grounding import Citation, citation_parts, relevant_citations
 from lexrl.envs.argument.parsing import ParsedPly
 from lexrl.envs.argument.scenarios import CASES, PLIES, Scenario, expected_abstentions
@@ -120,6 +120,32 @@ def teacher_plies(scenario: Scenario) -> tuple[dict, dict, dict]:
         else _rebuttal(scenario)
     )
     return plaintiff, defendant, rebuttal
+
+
+CHECKLIST_INSTRUCTION = (
+    "Before the JSON, check in <think>...</think> whether your precedent was decided for your "
+    "side and then, one at a time, whether it has each of c1's factors that favour your side: "
+    '"<think>c2 won by the plaintiff. F4: yes. F6: no.</think>".'
+)
+"""Appended to the arguers' prompts under `reasoning: checklist`."""
+
+
+def checklist(s: Scenario, index: int) -> str:
+    """The `<think>` block an arguer writes under `reasoning: checklist` before ply `index`:
+    its precedent's winner, then each of c1's factors on its side, in number order, and
+    whether the precedent has it ("F4: yes."). The ply can be grounded exactly when the winner
+    is its side and some factor says yes (`expected_abstentions`). About 4 tokens a factor."""
+    side = "D" if index == 1 else "P"
+    name = "c3" if index == 1 else "c2"
+    precedent = s.case(name)
+    outcome = s.c3_outcome if index == 1 else s.c2_outcome
+    lines = [f"{name} won by the {_SIDE[outcome]}."]
+    if outcome == side:
+        own = [f for f in s.c1 if f in FACTORS and FACTORS[f].favors == side]
+        lines += [
+            f"{f}: {'yes' if f in precedent else 'no'}." for f in sorted(own, key=factor_number)
+        ] or [f"c1 has no pro-{_SIDE[side]} factor."]
+    return f"<think>{' '.join(lines)}</think>"
 
 
 def teacher_text(ply: dict) -> str:

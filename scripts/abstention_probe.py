@@ -1,0 +1,185 @@
+"""Can a model of this size learn the argument demo's decision at all? (issue 49, item 6)
+
+    OMP_NUM_THREADS=1 python scripts/abstention_probe.py configs/argument_cpu.yaml \
+        --layers 2 --hidden 128 --episodes 12000
+
+Reads the plaintiff's first-ply decision (abstain or argue), the one decision the factors alone
+make, from the model's own greedy reply on each held-out triple: up to `"argument": "`, its
+`<think>` block included under `--reasoning checklist` (its own, never the teacher's), then
+whether the argument begins `TERMINATE`. Prints the right-decision rate per kind of triple and
+the separation `argues_arguable - argues_non_arguable`.
+
+With `--warm PATH` it reads a built warm-start (`.lexrl_cache/tiny-…-warm-…`) and trains
+nothing. Otherwise it builds the tiny model at `--layers` x `--hidden` and fine-tunes it as the
+warm-start does (`lexrl.train.warmstart.supervised_finetune`) on `--episodes` scripted
+episodes, optionally on each reply only up to its decision and a few tokens after it
+(`--decision-only`), which isolates whether the model can compute the decision from whether
+the rest of the reply drowns its one token. Each variant costs minutes, the full demo hours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import random
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from lexrl.config import load_config
+from lexrl.envs import make_env
+from lexrl.envs.base import Env
+from lexrl.models import load_base, tiny_model_dir
+from lexrl.rollout.policy import ScriptedPolicy
+from lexrl.train.advantages import Row
+from lexrl.train.warmstart import supervised_finetune
+from lexrl.types import Task
+
+MARKER = '{"argument": "'
+PLY_1, PLY_3 = "Write ply 1 of 3", "Write ply 3 of 3"
+
+
+def is_first_ply(tokenizer: PreTrainedTokenizerBase, row: Row) -> bool:
+    return PLY_1 in tokenizer.decode(row.prompt_ids[-40:])
+
+
+def teacher_rows(
+    env: Env, tokenizer: PreTrainedTokenizerBase, tasks: list[Task], seed: int
+) -> list[tuple[str, Row]]:
+    """(kind, row) of each trainable turn of the teacher's episodes on `tasks`."""
+    rng = random.Random(seed)
+
+    async def play():
+        out = []
+        for task in tasks:
+            policy = ScriptedPolicy(tokenizer, task.id, env.teacher(task, rng))
+            out.append((task.gold["kind"], await env.run_episode(task, policy)))
+        return out
+
+    rows = []
+    for kind, trajectory in asyncio.run(play()):
+        for turn in trajectory.turns:
+            if turn.trainable:
+                row = Row(
+                    turn.prompt_ids, turn.completion_ids, turn.logprobs, 1.0, 1.0, 0, turn.role
+                )
+                rows.append((kind, row))
+    return rows
+
+
+def decision_index(tokenizer: PreTrainedTokenizerBase, completion_ids: list[int]) -> int | None:
+    """How many completion tokens precede the argument's first token (after any `<think>`
+    block); None when the reply has no argument."""
+    for i in range(len(completion_ids) + 1):
+        if tokenizer.decode(completion_ids[:i]).endswith(MARKER):
+            return i
+    return None
+
+
+def truncated(row: Row, tokenizer: PreTrainedTokenizerBase, extra: int) -> Row:
+    i = decision_index(tokenizer, row.completion_ids)
+    if i is None:
+        return row
+    keep = i + 1 + extra
+    return dataclasses.replace(
+        row,
+        completion_ids=row.completion_ids[:keep],
+        sampler_logprobs=row.sampler_logprobs[:keep],
+    )
+
+
+@torch.no_grad()
+def decisions(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, rows: list[tuple[str, Row]]
+) -> dict[str, float]:
+    """The plaintiff's first-ply decision per kind, read from the model's own greedy reply up to
+    the argument's first token (its own `<think>` block included, never the teacher's), and the
+    separation `argues_arguable - argues_non_arguable`."""
+    right, argues = defaultdict(list), defaultdict(list)
+    model.eval()
+    for kind, row in rows:
+        if row.role != "plaintiff" or not is_first_ply(tokenizer, row):
+            continue
+        gold_abstains = '"abstain": true' in tokenizer.decode(row.completion_ids)
+        output = model.generate(torch.tensor([row.prompt_ids]), max_new_tokens=96, do_sample=False)[
+            0, len(row.prompt_ids) :
+        ]
+        reply = tokenizer.decode(output, skip_special_tokens=True)
+        _, marker, argument = reply.partition(MARKER)
+        abstains = not marker or argument.startswith("TERMINATE")
+        right[f"right_{kind}"].append(abstains == gold_abstains)
+        argues[kind].append(not abstains)
+    out = {k: sum(v) / len(v) for k, v in sorted(right.items())}
+    out["separation"] = sum(argues["arguable"]) / len(argues["arguable"]) - sum(
+        argues["non_arguable"]
+    ) / len(argues["non_arguable"])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("config")
+    parser.add_argument("--warm", help="a built warm-start folder to read instead of training")
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--episodes", type=int, default=12000)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=None, help="default: the config's")
+    parser.add_argument("--decision-only", action="store_true")
+    parser.add_argument("--extra", type=int, default=4, help="tokens kept after the decision")
+    parser.add_argument(
+        "--first-ply-only",
+        action="store_true",
+        help="train on the plaintiff's first ply alone: the one decision the factors decide",
+    )
+    parser.add_argument("--reasoning", default=None, help="env.reasoning (default: the config's)")
+    parser.add_argument("--out", help="append the result as a JSON line here")
+    args = parser.parse_args()
+
+    overrides = ["--env.reasoning", args.reasoning] if args.reasoning else []
+    config = load_config(args.config, overrides)
+    env = make_env(config.env)
+    start = time.time()
+    if args.warm:
+        model, tokenizer = load_base(config.model, path=args.warm)
+    else:
+        model_config = dataclasses.replace(
+            config.model, tiny_layers=args.layers, tiny_hidden_size=args.hidden
+        )
+        model, tokenizer = load_base(
+            model_config, path=tiny_model_dir(model_config, env.text_corpus())
+        )
+        train = teacher_rows(env, tokenizer, env.warmstart_tasks()[: args.episodes], seed=0)
+        rows = [row for _, row in train]
+        if args.first_ply_only:
+            rows = [row for row in rows if is_first_ply(tokenizer, row)]
+        if args.decision_only:
+            rows = [truncated(row, tokenizer, args.extra) for row in rows]
+        warm = dataclasses.replace(
+            config.warmstart,
+            epochs=args.epochs,
+            learning_rate=args.lr or config.warmstart.learning_rate,
+        )
+        print(f"{len(rows)} rows of {len(train)} teacher turns ({time.time() - start:.0f} s)")
+        torch.manual_seed(0)
+        losses = supervised_finetune(model, rows, warm, tokenizer.pad_token_id, seed=0)
+        print(f"SFT: {len(losses)} steps, last loss {sum(losses[-50:]) / 50:.3f}")
+    held_out = teacher_rows(env, tokenizer, env.tasks(config.eval.split), seed=1)
+    result = {
+        "variant": {k: v for k, v in vars(args).items() if k not in ("config", "out")},
+        "minutes": round((time.time() - start) / 60, 1),
+        **{k: round(v, 3) for k, v in decisions(model, tokenizer, held_out).items()},
+    }
+    print(json.dumps(result, indent=1))
+    if args.out:
+        with Path(args.out).open("a") as f:
+            f.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()
