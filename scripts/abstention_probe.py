@@ -1,7 +1,7 @@
 """Can a model of this size learn the argument demo's decision at all? (issue 49, item 6)
 
     OMP_NUM_THREADS=1 python scripts/abstention_probe.py configs/argument_cpu.yaml \
-        --layers 2 --hidden 128 --episodes 12000
+        --layers 2 --hidden 128 --episodes 12000 [--env.train_per_kind 12000 ...]
 
 Reads the plaintiff's first-ply decision (abstain or argue), the one decision the factors alone
 make, from the model's own greedy reply on each held-out triple: up to `"argument": "`, its
@@ -139,10 +139,10 @@ def main() -> None:
     )
     parser.add_argument("--reasoning", default=None, help="env.reasoning (default: the config's)")
     parser.add_argument("--out", help="append the result as a JSON line here")
-    args = parser.parse_args()
+    args, config_overrides = parser.parse_known_args()
 
     overrides = ["--env.reasoning", args.reasoning] if args.reasoning else []
-    config = load_config(args.config, overrides)
+    config = load_config(args.config, overrides + config_overrides)
     env = make_env(config.env)
     start = time.time()
     if args.warm:
@@ -172,6 +172,7 @@ def main() -> None:
     held_out = teacher_rows(env, tokenizer, env.tasks(config.eval.split), seed=1)
     result = {
         "variant": {k: v for k, v in vars(args).items() if k not in ("config", "out")},
+        "overrides": config_overrides,
         "minutes": round((time.time() - start) / 60, 1),
         **{k: round(v, 3) for k, v in decisions(model, tokenizer, held_out).items()},
     }
