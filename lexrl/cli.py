@@ -17,7 +17,13 @@ import traceback
 from pathlib import Path
 
 from lexrl.config import Config, ConfigError, load_config
-from lexrl.errors import EXIT_CODES, CheckpointError, LexrlError, bug_report_address
+from lexrl.errors import (
+    DISK_FULL,
+    EXIT_CODES,
+    CheckpointError,
+    LexrlError,
+    bug_report_address,
+)
 from lexrl.secrets import scrub
 
 _CONFIG_FILE = "YAML config file (configs/*.yaml)"
@@ -545,11 +551,6 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(130)
     except Exception:
         _report_bug()
-
-
-DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EDQUOT}
-"""A write that fails with one of these failed for want of room or permission on the disk, never
-for a lexrl bug, wherever the writer (a log, a report, a cache) does not say so itself."""
 
 
 def disk_full_message(error: OSError) -> str:

@@ -9,6 +9,14 @@ nothing of lexrl, so every layer may raise these.
 
 from __future__ import annotations
 
+import errno
+
+DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EDQUOT})
+"""A write that fails with one of these failed for want of room or permission on the disk, never
+for a lexrl bug, wherever the writer (a log, a report, a cache) does not say so itself."""
+UNWRITABLE = DISK_FULL | {errno.EACCES, errno.EPERM}
+"""A cache that fails with one of these cannot be written at all: full, read-only or not ours."""
+
 
 def bug_report_address() -> str:
     """Where to report a lexrl bug: the installed package's `Issues` (or `Bug Tracker`) project

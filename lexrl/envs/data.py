@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from lexrl.errors import CacheUnwritable, LexrlError
+from lexrl.errors import UNWRITABLE, CacheUnwritable, LexrlError
 
 T = TypeVar("T")
 S = TypeVar("S", bound=Sized)
@@ -31,9 +31,6 @@ class DatasetError(LexrlError, ValueError):
     """A dataset file is missing or malformed; the message names the file and line."""
 
     kind = "data"
-
-
-UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 def unwritable_cache(error: BaseException) -> CacheUnwritable | None:

@@ -488,12 +488,16 @@ def save_run_config(config: Config, output_dir: Path, step: int) -> None:
     if path.is_file() and earlier != now:
         kept = unused_name(output_dir, f"config.until-step-{step:06d}", ".yaml")
         path.rename(kept)
-        changed = ", ".join(
-            f"{key} {json.dumps(before)} -> {json.dumps(after)}"
-            for key, before, after in changed_keys(earlier, now)
+        changed = (
+            "not readable"
+            if earlier is None
+            else ", ".join(
+                f"{key} {json.dumps(before)} -> {json.dumps(after)}"
+                for key, before, after in changed_keys(earlier, now)
+            )
         )
         console.print(
-            f"{path} had other settings ({changed or 'not readable'}): kept as {kept}",
+            f"{path} had other settings ({changed}): kept as {kept}",
             soft_wrap=True,
             markup=False,
             highlight=False,

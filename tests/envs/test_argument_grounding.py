@@ -9,6 +9,7 @@ import pytest
 
 from lexrl.envs.argument.degenerate import argument_policies, read_cases
 from lexrl.envs.argument.env import ArgumentEnv, render_cases, to_task
+from lexrl.envs.argument.factors import FACTORS
 from lexrl.envs.argument.grounding import (
     argued_citations,
     argument_quality,
@@ -119,7 +120,7 @@ def test_the_teachers_triple_earns_full_utilisation_and_a_dump_earns_little():
     assert triple_components(TABLE_1, shared)["utilisation"] == 0.0
 
 
-@pytest.mark.parametrize("layout", ["inline", "by_side"])
+@pytest.mark.parametrize("layout", ["inline", "by_side", "by_factor"])
 @pytest.mark.parametrize("names", [True, False])
 def test_the_rules_read_the_cases_as_the_prompt_prints_them(names, layout):
     prompt = render_cases(to_task(TABLE_1).inputs, names, layout)
@@ -137,6 +138,21 @@ def test_by_side_lists_each_factor_under_the_side_it_favours():
     assert lines[0] == "c1 (current case, undecided): pro-plaintiff F4; pro-defendant F5, F23"
     assert lines[1].endswith(": pro-plaintiff F2, F4; pro-defendant F16")
     assert lines[2].endswith(": pro-plaintiff F2, F12; pro-defendant F5")
+
+
+@pytest.mark.parametrize("names", [True, False])
+def test_by_factor_names_in_one_row_every_case_that_has_the_factor(names):
+    lines = render_cases(to_task(TABLE_1).inputs, names, "by_factor").splitlines()
+    assert lines[0] == (
+        "c1 (current case) is undecided; c2 (precedent) was decided for the plaintiff; "
+        "c3 (precedent) was decided for the defendant."
+    )
+    if not names:
+        # Table 1: c1 F4 F5 F23, c2 F2 F4 F16, c3 F2 F5 F12.
+        assert lines[1] == "pro-plaintiff factors: F2 - c2 c3; F4 c1 c2 -; F12 - - c3"
+        assert lines[2] == "pro-defendant factors: F5 c1 - c3; F16 - c2 -; F23 c1 - -"
+    else:
+        assert lines[1].startswith(f"pro-plaintiff factors: F2 {FACTORS['F2'].name} - c2 c3; ")
 
 
 def test_an_unknown_factor_layout_is_refused_by_its_key():

@@ -74,6 +74,8 @@ _CASE_LINE = re.compile(
     r"^(c[123]) \((?:current case|precedent, decided for the (\w+))[^:]*:(.*)$", re.M
 )
 _FACTOR_ID = re.compile(r"\bF\d+\b")
+_WINNER = re.compile(r"\b(c[23]) \(precedent\) was decided for the (\w+)")
+_FACTOR_ROW = re.compile(r"\b(F\d+)\b[^;:\n]*? (c1|-) (c2|-) (c3|-)(?=;|$)", re.M)
 _PLY_REQUEST = re.compile(r"Write ply (\d) of 3")
 _EARLIER_PLY = re.compile(r"^Ply \d \([^)]*\): (.*)$", re.M)
 _PRECEDENT = ("c2", "c3", "c2")
@@ -84,7 +86,14 @@ _FAVOURS = ("P", "D", "P")
 def read_cases(prompt: str) -> tuple[dict[str, list[str]], dict[str, str]]:
     """The factor ids of c1, c2, c3 and the precedents' winners ("plaintiff" / "defendant") as
     the prompt prints them."""
-    factors, winners = {}, {}
+    factors, winners = {}, dict(_WINNER.findall(prompt))
+    if winners:  # `factor_layout: by_factor`
+        factors = {case: [] for case in CASES}
+        for factor, *columns in _FACTOR_ROW.findall(prompt):
+            for case in columns:
+                if case != "-":
+                    factors[case].append(factor)
+        return factors, winners
     for case, winner, listed in _CASE_LINE.findall(prompt):
         factors[case] = _FACTOR_ID.findall(listed)
         if winner:

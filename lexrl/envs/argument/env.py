@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
@@ -169,10 +170,33 @@ def render_cases(inputs: dict[str, Any], names: bool = True, layout: str = "inli
             )
         return "; ".join(f"{named(f)} ({_FAVOURS[FACTORS[f].favors]})" for f in ids)
 
+    if layout == "by_factor":
+        return by_factor(inputs, named)
     return (
         f"c1 (current case, undecided): {factors(inputs['c1'])}\n"
         f"c2 (precedent, decided for {_SIDES[inputs['c2_outcome']]}): {factors(inputs['c2'])}\n"
         f"c3 (precedent, decided for {_SIDES[inputs['c3_outcome']]}): {factors(inputs['c3'])}"
+    )
+
+
+def by_factor(inputs: dict[str, Any], named: Callable[[str], str]) -> str:
+    """The cases transposed: each factor any case has, under its side in number order, then the
+    cases that have it in fixed columns, "F4 c1 c2 -", so whether two cases share a factor is
+    read from one row instead of looked up from one list in another."""
+    cases = ("c1", "c2", "c3")
+    rows = {
+        side: [
+            f"{named(f)} " + " ".join(case if f in inputs[case] else "-" for case in cases)
+            for f in sorted(set().union(*(inputs[case] for case in cases)), key=factor_number)
+            if FACTORS[f].favors == side
+        ]
+        for side in _FAVOURS
+    }
+    return (
+        f"c1 (current case) is undecided; c2 (precedent) was decided for "
+        f"{_SIDES[inputs['c2_outcome']]}; c3 (precedent) was decided for "
+        f"{_SIDES[inputs['c3_outcome']]}.\n"
+        + "\n".join(f"{_FAVOURS[side]} factors: {'; '.join(rows[side]) or 'none'}" for side in rows)
     )
 
 

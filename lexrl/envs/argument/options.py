@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
 KINDS = ("arguable", "mismatched", "non_arguable")
 """The scenario kinds of a triple (Zhang and Ashley 2025, sec. 4.2)."""
-FACTOR_LAYOUTS = ("inline", "by_side")
+FACTOR_LAYOUTS = ("inline", "by_side", "by_factor")
 REASONING = ("none", "checklist")
 GENERATORS = ("authors", "anchored")
 """How generated triples are drawn (`lexrl.envs.argument.scenarios`): the authors' generator
@@ -69,7 +69,11 @@ class ArgumentEnvConfig(EnvConfig):
     the ids under their side in number order, "pro-plaintiff F4, F6; pro-defendant F11" (the
     same facts, in the order the teacher cites them). In a causal model an id listed inline
     cannot see its side, which comes after it; grouped, every id follows its side. The CPU
-    demo's 2-layer model learns the choice of factors only from `by_side` (docs/benchmarks.md)."""
+    demo's 2-layer model learns the choice of factors only from `by_side` (docs/benchmarks.md).
+    `by_factor`: the same facts transposed, each factor under its side with the cases that have
+    it in fixed columns, "pro-plaintiff factors: F4 c1 c2 -; F6 c1 - -", so that two cases
+    share a factor where one row names both (whether a ply can be grounded is otherwise a
+    lookup of one case's ids in another's list, which the 2-layer model learns only slowly)."""
     reasoning: str = "none"
     """What an arguer writes before its JSON: `none`, or `checklist`, a `<think>` block that
     checks each of c1's factors on its side against its precedent, one at a time, before it
