@@ -8,7 +8,6 @@ before torch is imported, so `--help` and config errors answer at once.
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import os
 import sys

@@ -3,7 +3,6 @@ file and line or row."""
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import random
