@@ -73,7 +73,8 @@ class ArgumentEnvConfig(EnvConfig):
     `by_factor`: the same facts transposed, each factor under its side with the cases that have
     it in fixed columns, "pro-plaintiff factors: F4 c1 c2 -; F6 c1 - -", so that two cases
     share a factor where one row names both (whether a ply can be grounded is otherwise a
-    lookup of one case's ids in another's list, which the 2-layer model learns only slowly)."""
+    lookup of one case's ids in another's list, which the 2-layer model learns only slowly;
+    transposed, the CPU demo's warm-start learns the decision, docs/benchmarks.md)."""
     reasoning: str = "none"
     """What an arguer writes before its JSON: `none`, or `checklist`, a `<think>` block that
     checks each of c1's factors on its side against its precedent, one at a time, before it
