@@ -183,11 +183,10 @@ def by_factor(inputs: dict[str, Any], named: Callable[[str], str]) -> str:
     """The cases transposed: each factor any case has, under its side in number order, then the
     cases that have it in fixed columns, "F4 c1 c2 -", so whether two cases share a factor is
     read from one row instead of looked up from one list in another."""
-    cases = ("c1", "c2", "c3")
     rows = {
         side: [
-            f"{named(f)} " + " ".join(case if f in inputs[case] else "-" for case in cases)
-            for f in sorted(set().union(*(inputs[case] for case in cases)), key=factor_number)
+            f"{named(f)} " + " ".join(case if f in inputs[case] else "-" for case in CASES)
+            for f in sorted(set().union(*(inputs[case] for case in CASES)), key=factor_number)
             if FACTORS[f].favors == side
         ]
         for side in _FAVOURS

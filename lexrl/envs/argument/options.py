@@ -68,8 +68,8 @@ class ArgumentEnvConfig(EnvConfig):
     (pro-plaintiff); F11 (pro-defendant)" (the paper's order, Zhang and Ashley 2025, Table 1), or `by_side`,
     the ids under their side in number order, "pro-plaintiff F4, F6; pro-defendant F11" (the
     same facts, in the order the teacher cites them). In a causal model an id listed inline
-    cannot see its side, which comes after it; grouped, every id follows its side. The CPU
-    demo's 2-layer model learns the choice of factors only from `by_side` (docs/benchmarks.md).
+    cannot see its side, which comes after it; grouped, every id follows its side (the CPU
+    demo's 2-layer model learned the choice of factors from `by_side`, not from `inline`).
     `by_factor`: the same facts transposed, each factor under its side with the cases that have
     it in fixed columns, "pro-plaintiff factors: F4 c1 c2 -; F6 c1 - -", so that two cases
     share a factor where one row names both (whether a ply can be grounded is otherwise a
