@@ -42,6 +42,7 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
+from lexrl.cache_entry import build_once
 from lexrl.config import LoraConfig, ModelConfig
 from lexrl.hub import ModelUnavailable, loading
 
@@ -196,9 +197,7 @@ def save_staged(target: Path, write: Callable[[Path], object]) -> None:
 def tiny_model_dir(config: ModelConfig, corpus_text: list[str]) -> Path:
     """The cached tiny model for these settings and text, built on first use."""
     path = Path(config.cache_dir) / f"tiny-{_tiny_key(config, corpus_text)}"
-    if not (path / "config.json").is_file():
-        build_tiny_model(config, corpus_text, path)
-    return path
+    return build_once(path, lambda entry: build_tiny_model(config, corpus_text, entry))
 
 
 SMOLLM2 = "smollm2-135m"
@@ -225,7 +224,6 @@ def build_smollm2(gguf: Path, out_dir: str | Path) -> Path:
     as a plain `LlamaForCausalLM` folder: the model transformers returns is marked quantised
     and refuses `save_pretrained`."""
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     config = loaded.config
@@ -233,10 +231,7 @@ def build_smollm2(gguf: Path, out_dir: str | Path) -> Path:
     model = LlamaForCausalLM(config)
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
-    staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".tmp-"))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    replace_dir(staging, out_dir)
+    save_staged(out_dir, lambda staging: save_model(model, tokenizer, staging))
     return out_dir
 
 
@@ -252,10 +247,9 @@ def smollm2_model_dir(cache_dir: str | Path) -> Path:
             ]
         ).encode()
     ).hexdigest()[:16]
-    path = Path(cache_dir) / f"{SMOLLM2}-{key}"
-    if not (path / "config.json").is_file():
-        build_smollm2(gguf, path)
-    return path
+    return build_once(
+        Path(cache_dir) / f"{SMOLLM2}-{key}", lambda entry: build_smollm2(gguf, entry)
+    )
 
 
 def builtin_model_dir(config: ModelConfig, corpus_text: list[str] | None = None) -> Path | None:

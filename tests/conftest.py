@@ -14,7 +14,15 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("model_cache"))
+    """One model cache for every xdist worker of this run (their base temp folders share a
+    parent), so the tiny model, SmolLM2 and each warm-start are built once per run: the second
+    worker to need an entry waits on its build lock (`lexrl.cache_entry`) and reuses it."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    path = base / "model_cache"
+    path.mkdir(exist_ok=True)
+    return str(path)
 
 
 @pytest.fixture(scope="session")
@@ -71,3 +79,18 @@ def smollm2_server(tmp_path_factory, model_cache, smollm2_path):
         yield ServedModel(f"http://127.0.0.1:{port}/v1", SERVED_NAME, process)
     finally:
         stop_server(process)
+
+
+SERVED_SMOLLM2 = "served_smollm2"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, so that the last minutes of a run spread fast tests over both
+    workers instead of waiting on one long test; and every test that uses the served SmolLM2
+    on one xdist worker (`--dist loadgroup`), so one vLLM server serves them all instead of one
+    a worker (a module that starts a server of its own groups its tests the same way)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    for item in items:
+        if "smollm2_server" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group(SERVED_SMOLLM2))

@@ -7,14 +7,14 @@ reranking paths end to end on a CPU, the way `model.name_or_path: tiny` does for
 from __future__ import annotations
 
 import hashlib
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 import torch
 from transformers import Qwen3Config, Qwen3ForSequenceClassification, Qwen3Model
 
-from lexrl.models import LIBRARIES, code_version, replace_dir, train_tokenizer
+from lexrl.cache_entry import build_once
+from lexrl.models import LIBRARIES, code_version, save_model, save_staged, train_tokenizer
 
 Kind = Literal["embedder", "reranker"]
 
@@ -26,6 +26,7 @@ def tiny_retrieval_model(
     under a key of the settings, the texts and the code that builds it."""
     version = code_version(
         tiny_retrieval_model,
+        _build,
         _write_sentence_transformer_modules,
         train_tokenizer,
         libraries=(*LIBRARIES, "sentence-transformers"),
@@ -34,8 +35,11 @@ def tiny_retrieval_model(
     for text in texts:
         digest.update(text.encode() + b"\0")
     path = Path(cache_dir) / f"tiny-{kind}-{digest.hexdigest()[:16]}"
-    if (path / "config.json").is_file():
-        return path
+    return build_once(path, lambda entry: _build(kind, texts, seed, hidden_size, entry))
+
+
+def _build(kind: Kind, texts: list[str], seed: int, hidden_size: int, path: Path) -> None:
+    """Write the model and its tokenizer to `path` through a staging folder (`save_staged`)."""
     tokenizer = train_tokenizer(texts, vocab_size=2000)
     tokenizer.padding_side = "right"
     config = Qwen3Config(
@@ -53,14 +57,13 @@ def tiny_retrieval_model(
     )
     torch.manual_seed(seed)
     model = Qwen3Model(config) if kind == "embedder" else Qwen3ForSequenceClassification(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=".tmp-"))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    if kind == "embedder":
-        _write_sentence_transformer_modules(staging)
-    replace_dir(staging, path)
-    return path
+
+    def write(staging: Path) -> None:
+        save_model(model, tokenizer, staging)
+        if kind == "embedder":
+            _write_sentence_transformer_modules(staging)
+
+    save_staged(path, write)
 
 
 def _write_sentence_transformer_modules(folder: Path) -> None:

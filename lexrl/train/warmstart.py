@@ -32,6 +32,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from lexrl.cache_entry import entry_lock, is_built
 from lexrl.config import WarmstartConfig
 from lexrl.envs.base import Env
 from lexrl.errors import ConfigError
@@ -188,7 +189,7 @@ def warmstart_dir(
     tokens (so any change to the env's prompts or workflow builds a new warm-start instead of
     reusing a stale one) and the code and libraries that fine-tune and save the model."""
     version = code_version(
-        supervised_finetune, build_warmstarted_base, pack_rows, completion_logprobs
+        supervised_finetune, build_warmstarted_base, _build, pack_rows, completion_logprobs
     )
     # When the progress is saved changes nothing that is built.
     settings = {k: v for k, v in config.__dict__.items() if k != "save_every"}
@@ -211,9 +212,58 @@ def build_warmstarted_base(
     model, tokenizer = load(base_dir)
     rows = scripted_rows(env, tokenizer, config.num_episodes, seed)
     target = warmstart_dir(base_dir, config, seed, rows, str(model.dtype))
-    if (target / "config.json").is_file():
-        print(f"warm-start: cached {target} (built once for these settings, reused by every seed)")
-        return target
+    if not is_built(target):
+        # Another seed's run sharing the cache may be building the same entry: wait for it.
+        with entry_lock(target):
+            if not is_built(target):
+                _build(model, tokenizer, rows, config, seed, target)
+                return target
+    print(f"warm-start: cached {target} (built once for these settings, reused by every seed)")
+    return target
+
+
+def _build(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    rows: list[Row],
+    config: WarmstartConfig,
+    seed: int,
+    target: Path,
+) -> None:
+    """Fine-tune `model` on `rows`, continuing from saved progress, and save it as `target`; a
+    SIGTERM or SIGINT saves the progress and exits 0 (the same command continues it)."""
+    steps = config.epochs * -(-len(rows) // config.batch_size)
+    # The first run of a demo spends most of its time here; say that it happens once.
+    print(
+        f"warm-start: {steps} SFT steps on {len(rows)} scripted rows, built once and cached in "
+        f"{target}; later runs and other seeds of these settings reuse it"
+    )
+    torch.manual_seed(seed)
+    progress = SftProgress(target.parent / f"{target.name}.partial", config.save_every)
+    progress.stop = StopRequest()
+    try:
+        losses = supervised_finetune(model, rows, config, tokenizer.pad_token_id, seed, progress)
+    except SftStopped as stopped:
+        print(
+            f"{stopped.signal_name}: warm-start stopped after SFT step {stopped.step} of "
+            f"{stopped.steps}, saved in {progress.folder}; run the same command to continue it",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(0) from None
+    finally:
+        progress.stop.restore()
+
+    def write(staging: Path) -> None:
+        save_model(model, tokenizer, staging)
+        summary = {"rows": len(rows), "first_loss": losses[0], "last_loss": losses[-1]}
+        (staging / "warmstart.json").write_text(json.dumps(summary, indent=2))
+
+    save_staged(target, write)
+    shutil.rmtree(progress.folder, ignore_errors=True)
+    if progress.stop.signal is not None:  # asked during the last step: the entry is whole
+        print(f"{progress.stop.name}: warm-start cached in {target}; stopped", file=sys.stderr)
+        raise SystemExit(0)
     steps = config.epochs * -(-len(rows) // config.batch_size)
     # The first run of a demo spends most of its time here; say that it happens once.
     print(

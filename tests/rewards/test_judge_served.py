@@ -36,7 +36,8 @@ from tests.rollout.vllm_fixtures import (
 )
 
 pytest.importorskip("vllm", reason=VLLM_MISSING)
-pytestmark = pytest.mark.slow
+# One worker runs the module, so its one server serves every test (`--dist loadgroup`).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("judge_server")]
 
 SERVE_CONFIG = """\
 model:

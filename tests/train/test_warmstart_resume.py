@@ -188,4 +188,7 @@ def test_a_full_disk_while_the_tiny_model_is_cached_is_one_line_and_leaves_nothi
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("run folder error: ") and "File too large" in last, last
     assert f"{cache}/tiny-" in last and "/model.safetensors: File too large" in last
-    assert list(cache.iterdir()) == []  # no half-written entry, no .tmp-* staging folder
+    # No half-written entry and no .tmp-* staging folder: only the entry's empty build lock.
+    (lock,) = cache.iterdir()
+    assert lock.name.startswith(".tiny-") and lock.name.endswith(".lock"), lock.name
+    assert lock.stat().st_size == 0
