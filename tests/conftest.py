@@ -10,6 +10,11 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Each xdist worker's share of the cores, for its own torch and every process its tests start:
+# torch takes every core by default, and two workers' threads waiting on each other ran
+# warm-start steps ~10x slower than one thread each (lexrl.train.busy_cores says why).
+if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(workers))))
 
 
 @pytest.fixture(scope="session")
