@@ -264,36 +264,3 @@ def _build(
     if progress.stop.signal is not None:  # asked during the last step: the entry is whole
         print(f"{progress.stop.name}: warm-start cached in {target}; stopped", file=sys.stderr)
         raise SystemExit(0)
-    steps = config.epochs * -(-len(rows) // config.batch_size)
-    # The first run of a demo spends most of its time here; say that it happens once.
-    print(
-        f"warm-start: {steps} SFT steps on {len(rows)} scripted rows, built once and cached in "
-        f"{target}; later runs and other seeds of these settings reuse it"
-    )
-    torch.manual_seed(seed)
-    progress = SftProgress(target.parent / f"{target.name}.partial", config.save_every)
-    progress.stop = StopRequest()
-    try:
-        losses = supervised_finetune(model, rows, config, tokenizer.pad_token_id, seed, progress)
-    except SftStopped as stopped:
-        print(
-            f"{stopped.signal_name}: warm-start stopped after SFT step {stopped.step} of "
-            f"{stopped.steps}, saved in {progress.folder}; run the same command to continue it",
-            file=sys.stderr,
-            flush=True,
-        )
-        raise SystemExit(0) from None
-    finally:
-        progress.stop.restore()
-
-    def write(staging: Path) -> None:
-        save_model(model, tokenizer, staging)
-        summary = {"rows": len(rows), "first_loss": losses[0], "last_loss": losses[-1]}
-        (staging / "warmstart.json").write_text(json.dumps(summary, indent=2))
-
-    save_staged(target, write)
-    shutil.rmtree(progress.folder, ignore_errors=True)
-    if progress.stop.signal is not None:  # asked during the last step: the entry is whole
-        print(f"{progress.stop.name}: warm-start cached in {target}; stopped", file=sys.stderr)
-        raise SystemExit(0)
-    return target
