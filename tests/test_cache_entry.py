@@ -45,6 +45,15 @@ def child(entry: Path, sleep_s: float = 0.0) -> subprocess.Popen:
     )
 
 
+def child_inside_its_build(entry: Path, sleep_s: float) -> subprocess.Popen:
+    """A `child` that is holding the lock and building (its build has started)."""
+    process = child(entry, sleep_s)
+    while not (entry.parent / "built-by-child").exists():
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.01)
+    return process
+
+
 def write_entry(path: Path) -> None:
     path.mkdir()
     (path / "config.json").write_text("{}")
@@ -65,10 +74,7 @@ def test_a_process_waits_for_the_entry_another_builds_and_reuses_it(tmp_path):
 
 def test_two_processes_building_at_once_build_once(tmp_path):
     entry = tmp_path / "cache" / "tiny-abc"
-    first = child(entry, sleep_s=5.0)
-    while not (entry.parent / "built-by-child").exists():
-        assert first.poll() is None, first.communicate()
-        time.sleep(0.01)
+    first = child_inside_its_build(entry, sleep_s=5.0)
     second = child(entry)
     results = [p.communicate(timeout=60) for p in (first, second)]
     assert [p.returncode for p in (first, second)] == [0, 0], results
@@ -78,10 +84,7 @@ def test_two_processes_building_at_once_build_once(tmp_path):
 
 def test_a_builder_killed_mid_build_frees_the_entry_for_the_next(tmp_path):
     entry = tmp_path / "cache" / "tiny-abc"
-    killed = child(entry, sleep_s=600.0)
-    while not (entry.parent / "built-by-child").exists():
-        assert killed.poll() is None, killed.communicate()
-        time.sleep(0.01)
+    killed = child_inside_its_build(entry, sleep_s=600.0)
     os.kill(killed.pid, signal.SIGKILL)
     killed.communicate(timeout=60)
     (entry.parent / "built-by-child").unlink()
