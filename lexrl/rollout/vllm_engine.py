@@ -22,7 +22,7 @@ from lexrl.config import Config
 from lexrl.errors import ConfigError
 from lexrl.rollout.backend import Completion, MicroBatchedBackend, Sampling
 from lexrl.rollout.reaper import reap_on_death
-from lexrl.rollout.serve import max_lora_rank
+from lexrl.rollout.serve import CPU_DEFAULTS, max_lora_rank
 from lexrl.rollout.vllm_server import adapter_name
 
 
@@ -39,7 +39,8 @@ class VLLMEngineBackend(MicroBatchedBackend):
         super().__init__(rollout.max_batch_size, rollout.batch_wait_ms, rollout.deterministic)
         self.on_gpu = torch.cuda.is_available()
         if not self.on_gpu:
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+            for name, value in CPU_DEFAULTS.items():
+                os.environ.setdefault(name, value)
         elif rollout.vllm_gpu_memory_utilization is None:
             raise ConfigError(
                 "`rollout.vllm_gpu_memory_utilization` is unset: `lexrl train` and `lexrl eval` "

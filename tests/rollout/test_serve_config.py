@@ -61,6 +61,19 @@ def test_vllm_answers_to_the_served_name_and_to_the_models_own():
     assert served_names(warm) == ["base"]
 
 
+def test_on_a_cpu_vllm_is_not_pinned_to_core_0_unless_the_user_says_so(monkeypatch):
+    config = serve_config("smollm2", [])
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    _, env = vllm_server_command(config, "/models/smollm2", cpu=True)
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind" and env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    _, env = vllm_server_command(config, "/models/smollm2", cpu=False)
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in env
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0-3")
+    _, env = vllm_server_command(config, "/models/smollm2", cpu=True)
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0-3"
+
+
 def test_the_ready_line_gives_the_flags_for_eval_and_for_train():
     config = serve_config("smollm2", [])
     ready, train = ready_lines(config, "0.0.0.0", 8011)

@@ -1,7 +1,7 @@
 """The `vllm-server` backend when a server goes down and comes back, against a stand-in for
 vLLM's routes (no vLLM needed): requests wait for it (or go to the live replicas), the adapter
 sampled from is loaded onto the restarted server before they are re-sent, and a server that stays
-down past `restart_wait_s` is an error naming its URL. test_vllm_restart.py does it for real."""
+down past `restart_wait_s` is an error naming its URL. test_vllm_server.py does it for real."""
 
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ def kill_all(processes: Iterable[psutil.Process]) -> None:
 def stop_server(process: subprocess.Popen, timeout_s: float = 60) -> None:
     """SIGTERM to `lexrl serve`, as schedulers stop it; SIGKILL to whatever it started that is
     still up after `timeout_s`, so that no test leaves a vLLM server holding the port (on a GPU
-    machine, the GPU) even if the stop is broken (test_serve.py checks that it is not)."""
+    machine, the GPU) even if the stop is broken (test_serve.py and test_vllm_server.py check that it is not)."""
     tree = server_tree(process) if process.poll() is None else []
     process.terminate()
     with contextlib.suppress(subprocess.TimeoutExpired):

@@ -56,13 +56,35 @@ def _first_adam_step_tolerance(grad: torch.Tensor | None) -> torch.Tensor | floa
     return (lr * eps * delta / (g + eps) ** 2).clamp(max=2 * lr) + 1e-6
 
 
+# The tests comparing with one process's GRPO update share its launch: on one worker.
+ONE_PROCESS_GRPO = pytest.mark.xdist_group("ddp_one_process_grpo")
+
+
+@pytest.fixture(scope="module")
+def one_process(tiny_model_path, tmp_path_factory):
+    """`one_process(loss)`: the one-process update of `loss`, launched once per module."""
+    folder, updates = tmp_path_factory.mktemp("one_process"), {}
+
+    def update(loss: str) -> dict:
+        if loss not in updates:
+            _launch(1, tiny_model_path, folder / f"{loss}.pt", loss)
+            updates[loss] = torch.load(folder / f"{loss}.pt")
+        return updates[loss]
+
+    return update
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("loss", "split"), [("reinforce", "even"), ("grpo", "uneven")])
-def test_one_and_two_processes_make_the_same_update(tiny_model_path, tmp_path, loss, split):
+@pytest.mark.parametrize(
+    ("loss", "split"),
+    [("reinforce", "even"), pytest.param("grpo", "uneven", marks=ONE_PROCESS_GRPO)],
+)
+def test_one_and_two_processes_make_the_same_update(
+    one_process, tiny_model_path, tmp_path, loss, split
+):
     """`uneven`: rank 0 runs 2 micro-batches of rows and 4 of zero loss, rank 1 runs 6."""
-    _launch(1, tiny_model_path, tmp_path / "one.pt", loss)
     _launch(2, tiny_model_path, tmp_path / "two.pt", loss, split)
-    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
+    one, two = one_process(loss), torch.load(tmp_path / "two.pt")
     _same_update(one, two)
     assert one["grads"].keys() == two["grads"].keys() and one["grads"]
     for name, grad in one["grads"].items():
@@ -71,13 +93,13 @@ def test_one_and_two_processes_make_the_same_update(tiny_model_path, tmp_path, l
 
 
 @pytest.mark.slow
-def test_deepspeed_zero2_matches_one_process(tiny_model_path, tmp_path):
+@ONE_PROCESS_GRPO
+def test_deepspeed_zero2_matches_one_process(one_process, tiny_model_path, tmp_path):
     """configs/accelerate/zero2_8gpu.yaml on 2 processes with uneven shares (2 vs 6
     micro-batches): the same gradient norm, learning rate and LoRA update as one process."""
     pytest.importorskip("deepspeed", reason="the `deepspeed` extra is not installed")
-    _launch(1, tiny_model_path, tmp_path / "one.pt", "grpo")
     _launch(2, tiny_model_path, tmp_path / "zero2.pt", "grpo", "zero2")
-    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "zero2.pt")
+    one, two = one_process("grpo"), torch.load(tmp_path / "zero2.pt")
     assert two["deepspeed"] and not one["deepspeed"]
     _same_update(one, two)
 
