@@ -86,7 +86,17 @@ def smollm2_server(tmp_path_factory, model_cache, smollm2_path):
         stop_server(process)
 
 
+@pytest.fixture(scope="session")
+def mixture_eval(smollm2_server, tmp_path_factory):
+    """One `lexrl eval` of the CPU mixture on the served SmolLM2, read by the `openai` backend's
+    test and compared with vf-eval's by the verifiers tests; a `tests.served_smollm2.MixtureEval`."""
+    from tests.served_smollm2 import evaluate_the_mixture
+
+    return evaluate_the_mixture(smollm2_server, tmp_path_factory.mktemp("mixture_eval"))
+
+
 SERVED_SMOLLM2 = "served_smollm2"
+KILLS_SERVED_SMOLLM2 = "kills_served_smollm2"
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
@@ -94,8 +104,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The slow tests first, so that the last minutes of a run spread fast tests over both
     workers instead of waiting on one long test; and every test that uses the served SmolLM2
     on one xdist worker (`--dist loadgroup`), so one vLLM server serves them all instead of one
-    a worker (a module that starts a server of its own groups its tests the same way)."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    a worker (a module that starts a server of its own groups its tests the same way). A test
+    that kills that server runs after all of them (a worker runs its group in this order)."""
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker(KILLS_SERVED_SMOLLM2) is not None,
+            item.get_closest_marker("slow") is None,
+        )
+    )
     for item in items:
         if "smollm2_server" in item.fixturenames:
             item.add_marker(pytest.mark.xdist_group(SERVED_SMOLLM2))

@@ -4,6 +4,9 @@ backend and the verifiers and OpenEnv integrations."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,3 +38,40 @@ class ServedModel:
 def write_serve_config(path: Path, cache: str, out: Path) -> Path:
     path.write_text(SERVE_CONFIG.format(cache=cache, name=SERVED_NAME, out=out))
     return path
+
+
+MIXTURE_CONFIG = "configs/legal_mix_cpu.yaml"
+MIXTURE_TASKS = 4
+"""Test tasks of each member in `mixture_eval`."""
+
+
+@dataclass(frozen=True)
+class MixtureEval:
+    """`lexrl eval` of the CPU mixture through the `openai` backend on the served SmolLM2."""
+
+    report: dict
+    rows: list[dict]
+
+
+def evaluate_the_mixture(served: ServedModel, out: Path) -> MixtureEval:
+    """Greedy, one sample of the first `MIXTURE_TASKS` test tasks of each member, 48 new tokens,
+    the server's token ids asked for, no reply cache, the degenerate baselines beside it."""
+    command = [
+        sys.executable, "-m", "lexrl.cli", "eval", MIXTURE_CONFIG,
+        "--rollout.backend", "openai",
+        "--rollout.base_url", served.base_url,
+        "--model.name_or_path", served.model,
+        "--rollout.chat_cache_dir", "",
+        "--rollout.chat_token_ids", "true",
+        "--rollout.max_new_tokens", "48",
+        "--eval.max_tasks", str(MIXTURE_TASKS),
+        "--eval.samples_per_task", "1",
+        "--eval.greedy", "true",
+        "--run.output_dir", str(out),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (folder,) = (out / "eval").iterdir()
+    report = json.loads((folder / "eval_test_report.json").read_text())
+    rows = [json.loads(line) for line in (folder / "eval_test.jsonl").read_text().splitlines()]
+    return MixtureEval(report, rows)

@@ -34,8 +34,9 @@ from lexrl.integrations.verifiers import (  # noqa: E402
 from lexrl.rollout.engine import run_groups  # noqa: E402
 from lexrl.rollout.policy import Messages, ScriptedPolicy, Teacher, conversation  # noqa: E402
 from lexrl.types import Group, Task, Trajectory  # noqa: E402
+from tests.served_smollm2 import MIXTURE_CONFIG, MIXTURE_TASKS  # noqa: E402
 
-CONFIG = "configs/legal_mix_cpu.yaml"
+CONFIG = MIXTURE_CONFIG
 MAX_NEW_TOKENS = 128
 """The config's `rollout.max_new_tokens`: a call that asks for no other limit gets it."""
 
@@ -265,33 +266,14 @@ def replayed(episode: Any) -> Teacher:
 
 
 @pytest.fixture(scope="module")
-def lexrl_eval_report(smollm2_server, tmp_path_factory) -> tuple[dict, dict[str, list[str]]]:
+def lexrl_eval_report(mixture_eval) -> tuple[dict, dict[str, list[str]]]:
     """`lexrl eval` of the mixture through the `openai` backend on the same server, tasks and
     sampling as the vf-eval runs below: its report, and each task's replies in order."""
-    out = tmp_path_factory.mktemp("lexrl_eval")
-    command = [
-        sys.executable, "-m", "lexrl.cli", "eval", CONFIG,
-        "--rollout.backend", "openai",
-        "--rollout.base_url", smollm2_server.base_url,
-        "--model.name_or_path", smollm2_server.model,
-        "--rollout.chat_cache_dir", "",
-        "--rollout.max_new_tokens", "48",
-        "--eval.max_tasks", "4",
-        "--eval.samples_per_task", "1",
-        "--eval.greedy", "true",
-        "--eval.degenerate_baselines", "false",
-        "--run.output_dir", str(out),
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (folder,) = (out / "eval").iterdir()
-    report = json.loads((folder / "eval_test_report.json").read_text())
     replies = {}
-    for line in (folder / "eval_test.jsonl").read_text().splitlines():
-        row = json.loads(line)
+    for row in mixture_eval.rows:
         turns = row["trajectories"][0]["turns"]
         replies[row["task"]["id"]] = [turn["text"] for turn in turns if turn["trainable"]]
-    return report, replies
+    return mixture_eval.report, replies
 
 
 @pytest.mark.slow
@@ -309,7 +291,7 @@ def test_vf_eval_runs_a_lexrl_env_on_a_served_model_and_reports_lexrl_rewards(
         "--env.taskset.member",
         member,
         "--env.taskset.max-tasks",
-        "4",
+        str(MIXTURE_TASKS),
         "--env.taskset.overrides",
         json.dumps(["--rollout.max_new_tokens", "48"]),
         "-m",
@@ -330,7 +312,7 @@ def test_vf_eval_runs_a_lexrl_env_on_a_served_model_and_reports_lexrl_rewards(
     lines = (out / "run" / "traces.jsonl").read_text().splitlines()
     episodes = [vf.WireEpisode.model_validate(json.loads(line)) for line in lines]
     venv = load_environment(
-        CONFIG, max_tasks=4, member=member, overrides=["--rollout.max_new_tokens", "48"]
+        CONFIG, max_tasks=MIXTURE_TASKS, member=member, overrides=["--rollout.max_new_tokens", "48"]
     )
     env, tasks = venv.lexrl.env, venv.lexrl.lexrl_tasks
     assert sorted(e.task.data.id for e in episodes) == sorted(tasks)

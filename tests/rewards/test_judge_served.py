@@ -165,15 +165,16 @@ def assert_judge_turns_recorded(trajectory: Trajectory) -> None:
 
 def test_smollm2_served_by_lexrl_serve_judges_lexam_open_answers(live_server, tokenizer, tmp_path):
     env = judged_env(live_server.url, tmp_path / "judge_cache", max_tokens=96, timeout_s=300)
-    tasks = shortest_tasks(env, 4)
-    # A perfect answer and a non-answer for two questions each: the paper's rubric, as is.
-    answers = [tasks[0].gold, tasks[1].gold, "I do not know.", "The claim is time-barred."]
+    # A perfect answer and a non-answer, under the paper's rubric as is: each judgment reads a
+    # prompt of up to ~3,200 tokens and may be re-asked twice, minutes of CPU for a few more.
+    tasks = shortest_tasks(env, 2)
+    answers = [tasks[0].gold, "I do not know."]
     before = served_requests(live_server.url)
     trajectories = asyncio.run(play(env, tokenizer, list(zip(tasks, answers, strict=True))))
     stats = env.judge_client.stats()
 
     calls = [call for t in trajectories for call in judge_calls(t)]
-    assert len(calls) == len(trajectories) == 4  # one judge, one call per episode
+    assert len(calls) == len(trajectories) == 2  # one judge, one call per episode
     assert stats["requests"] == sum(call["attempts"] for call in calls) > 0
     assert stats["cache_hits"] == 0 and not any(call["cached"] for call in calls)
     # The server saw exactly the client's requests: no transport retry on a healthy server.

@@ -15,13 +15,11 @@ import pytest
 from tests.e2e import lexrl_command, run_lexrl
 from tests.rollout.vllm_fixtures import (
     VLLM_MISSING,
-    free_port,
     kill_all,
     server_tree,
-    start_server,
     stop_server,
 )
-from tests.served_smollm2 import write_serve_config
+from tests.served_smollm2 import MIXTURE_TASKS
 
 pytest.importorskip("vllm", reason=VLLM_MISSING)
 pytestmark = pytest.mark.slow
@@ -43,24 +41,12 @@ def report_of(out: Path) -> tuple[dict, list[dict]]:
     return report, rows
 
 
-def test_every_env_of_the_mixture_is_evaluated_in_one_report(smollm2_server, tmp_path):
-    done = run_lexrl(
-        "eval",
-        "configs/legal_mix_cpu.yaml",
-        *openai_options(smollm2_server.base_url, smollm2_server.model, tmp_path / "cache"),
-        "--rollout.chat_token_ids", "true",
-        "--rollout.max_new_tokens", "48",
-        "--eval.max_tasks", "2",
-        "--eval.samples_per_task", "1",
-        "--eval.greedy", "true",
-        "--run.output_dir", str(tmp_path / "run"),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-4000:]
-    report, rows = report_of(tmp_path / "run")
+def test_every_env_of_the_mixture_is_evaluated_in_one_report(mixture_eval):
+    report, rows = mixture_eval.report, mixture_eval.rows
     assert report["system"] == "smollm2"
     assert set(report["envs"]) == {"statute", "argument", "gdpr", "lexam"}
     for name, entry in report["envs"].items():
-        assert entry["tasks"] == 2 and entry["summary"]["episodes"] == 2, name
+        assert entry["tasks"] == entry["summary"]["episodes"] == MIXTURE_TASKS, name
         assert entry["degenerate_baselines"], name
     turns = [turn for row in rows for t in row["trajectories"] for turn in t["turns"]]
     policy_turns = [turn for turn in turns if turn["adapter_version"] == 0]
@@ -119,16 +105,16 @@ def test_greedy_replies_and_parse_rates_match_the_hf_backend(smollm2_server, mod
     assert "A: base (" in header and "B: smollm2 (" in header
 
 
-def test_a_server_killed_mid_evaluation_costs_counted_episodes(model_cache, tmp_path):
-    config = write_serve_config(tmp_path / "serve.yaml", model_cache, tmp_path / "serve_run")
-    port = free_port()
-    serve = start_server(config, port, tmp_path / "serve.log")
+@pytest.mark.kills_served_smollm2
+def test_a_server_killed_mid_evaluation_costs_counted_episodes(smollm2_server, tmp_path):
+    """The session's server, killed: the collection hook runs this after every test using it."""
+    serve, base_url = smollm2_server.process, smollm2_server.base_url
     cache = tmp_path / "cache"
     evaluation = subprocess.Popen(
         lexrl_command(
             "eval",
             "configs/lexam_cpu.yaml",
-            *openai_options(f"http://127.0.0.1:{port}/v1", "smollm2", cache),
+            *openai_options(base_url, smollm2_server.model, cache),
             "--rollout.chat_concurrency",
             "2",
             "--rollout.chat_max_retries",
@@ -161,7 +147,7 @@ def test_a_server_killed_mid_evaluation_costs_counted_episodes(model_cache, tmp_
     assert evaluation.returncode == 9, stderr[-4000:]
     assert "Traceback" not in stderr
     last = stderr.strip().splitlines()[-1]
-    assert last.startswith("run error: ") and f"policy http://127.0.0.1:{port}/v1: " in last
+    assert last.startswith("run error: ") and f"policy {base_url}: " in last
     report, rows = report_of(tmp_path / "run")
     summary = report["summary"]
     # 43 held-out questions (split by facts) x 4 samples, every one accounted for
