@@ -53,15 +53,31 @@ class MixtureEval:
     rows: list[dict]
 
 
+def openai_options(base_url: str, model: str, cache: Path | str) -> list[str]:
+    """`lexrl eval`'s options for `model` behind `base_url`, its replies cached in `cache`
+    ("" for none)."""
+    return [
+        "--rollout.backend", "openai",
+        "--rollout.base_url", base_url,
+        "--model.name_or_path", model,
+        "--rollout.chat_cache_dir", str(cache),
+    ]  # fmt: skip
+
+
+def report_of(out: Path) -> tuple[dict, list[dict]]:
+    """The report and the rows of the one evaluation under `out`."""
+    (folder,) = (out / "eval").iterdir()
+    report = json.loads((folder / "eval_test_report.json").read_text())
+    rows = [json.loads(line) for line in (folder / "eval_test.jsonl").read_text().splitlines()]
+    return report, rows
+
+
 def evaluate_the_mixture(served: ServedModel, out: Path) -> MixtureEval:
     """Greedy, one sample of the first `MIXTURE_TASKS` test tasks of each member, 48 new tokens,
     the server's token ids asked for, no reply cache, the degenerate baselines beside it."""
     command = [
         sys.executable, "-m", "lexrl.cli", "eval", MIXTURE_CONFIG,
-        "--rollout.backend", "openai",
-        "--rollout.base_url", served.base_url,
-        "--model.name_or_path", served.model,
-        "--rollout.chat_cache_dir", "",
+        *openai_options(served.base_url, served.model, ""),
         "--rollout.chat_token_ids", "true",
         "--rollout.max_new_tokens", "48",
         "--eval.max_tasks", str(MIXTURE_TASKS),
@@ -71,7 +87,4 @@ def evaluate_the_mixture(served: ServedModel, out: Path) -> MixtureEval:
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    (folder,) = (out / "eval").iterdir()
-    report = json.loads((folder / "eval_test_report.json").read_text())
-    rows = [json.loads(line) for line in (folder / "eval_test.jsonl").read_text().splitlines()]
-    return MixtureEval(report, rows)
+    return MixtureEval(*report_of(out))

@@ -5,10 +5,8 @@ killed mid-evaluation costing counted episodes, not the evaluation."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,26 +17,10 @@ from tests.rollout.vllm_fixtures import (
     server_tree,
     stop_server,
 )
-from tests.served_smollm2 import MIXTURE_TASKS
+from tests.served_smollm2 import MIXTURE_TASKS, openai_options, report_of
 
 pytest.importorskip("vllm", reason=VLLM_MISSING)
 pytestmark = pytest.mark.slow
-
-
-def openai_options(base_url: str, model: str, cache: Path) -> list[str]:
-    return [
-        "--rollout.backend", "openai",
-        "--rollout.base_url", base_url,
-        "--model.name_or_path", model,
-        "--rollout.chat_cache_dir", str(cache),
-    ]  # fmt: skip
-
-
-def report_of(out: Path) -> tuple[dict, list[dict]]:
-    (folder,) = (out / "eval").iterdir()
-    report = json.loads((folder / "eval_test_report.json").read_text())
-    rows = [json.loads(line) for line in (folder / "eval_test.jsonl").read_text().splitlines()]
-    return report, rows
 
 
 def test_every_env_of_the_mixture_is_evaluated_in_one_report(mixture_eval):

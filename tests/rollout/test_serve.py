@@ -6,23 +6,18 @@ from __future__ import annotations
 import signal
 import sys
 
-import psutil
 import pytest
 
 from tests.rollout.vllm_fixtures import (
     VLLM_MISSING,
     free_port,
-    kill_all,
-    server_tree,
     start_server,
+    stop_and_check,
     vllm_config,
 )
 
 pytest.importorskip("vllm", reason=VLLM_MISSING)
 pytestmark = pytest.mark.slow
-
-# vLLM's own shutdown takes a few seconds; `lexrl serve` gives it 30 before SIGKILL.
-EXIT_S = 60
 
 
 @pytest.fixture(scope="module")
@@ -38,21 +33,7 @@ def config(tmp_path_factory, model_cache):
 def _stop_and_check(config, log, stop: signal.Signals) -> int:
     """Start `lexrl serve`, send it `stop` once ready, and return its exit status once it and
     every process it started are gone."""
-    serve = start_server(config, free_port(), log)
-    tree = server_tree(serve)
-    try:
-        names = [" ".join(p.cmdline()) for p in tree]
-        assert any("vllm.entrypoints.openai.api_server" in n for n in names), names
-        assert len(tree) > 1, f"no engine process under the server: {names}"
-        serve.send_signal(stop)
-        status = serve.wait(timeout=EXIT_S)
-        _, alive = psutil.wait_procs(tree, timeout=EXIT_S)
-        assert not alive, f"outlived `lexrl serve` ({stop.name}): {alive}"
-        return status
-    finally:
-        serve.kill()
-        serve.wait()
-        kill_all(tree)
+    return stop_and_check(start_server(config, free_port(), log), stop)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux only")

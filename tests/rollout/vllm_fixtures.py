@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -81,6 +82,29 @@ def stop_server(process: subprocess.Popen, timeout_s: float = 60) -> None:
     process.wait()
     _, alive = psutil.wait_procs(tree, timeout=1)
     kill_all(alive)
+
+
+# vLLM's own shutdown takes a few seconds; `lexrl serve` gives it 30 before SIGKILL.
+EXIT_S = 60
+
+
+def stop_and_check(serve: subprocess.Popen, stop: signal.Signals) -> int:
+    """Send a ready `lexrl serve` `stop` and return its exit status once it and every process it
+    started are gone (asserting that it had started vLLM's server and an engine under it)."""
+    tree = server_tree(serve)
+    try:
+        names = [" ".join(p.cmdline()) for p in tree]
+        assert any("vllm.entrypoints.openai.api_server" in n for n in names), names
+        assert len(tree) > 1, f"no engine process under the server: {names}"
+        serve.send_signal(stop)
+        status = serve.wait(timeout=EXIT_S)
+        _, alive = psutil.wait_procs(tree, timeout=EXIT_S)
+        assert not alive, f"outlived `lexrl serve` ({stop.name}): {alive}"
+        return status
+    finally:
+        serve.kill()
+        serve.wait()
+        kill_all(tree)
 
 
 def planner_prompts(env, tokenizer, count: int = 4) -> list[list[int]]:
