@@ -1,6 +1,6 @@
-"""SIGTERM from a cluster scheduler: `lexrl train` finishes its step, checkpoints, exits 0, and
-`--run.resume true` continues with the next step; under `accelerate launch` with 2 processes
-too, the signal reaching every process of the job as Slurm sends it."""
+"""SIGTERM from a cluster scheduler, or Ctrl-C: `lexrl train` finishes its step, checkpoints,
+exits 0, and `--run.resume true` continues with the next step; under `accelerate launch` with
+2 processes too, the signal reaching every process of the job as Slurm sends it."""
 
 import json
 import os
@@ -23,24 +23,29 @@ def _logged_steps(out) -> list[int]:
     return [json.loads(line)["step"] for line in path.read_text().splitlines() if line.strip()]
 
 
-def _wait_for_a_step(process: subprocess.Popen, out, log) -> None:
+def _wait_for_a_step(process: subprocess.Popen, out, log, after: int = 0) -> None:
+    """Until a step after step `after` is logged."""
     deadline = time.time() + 900
-    while not _logged_steps(out):
+    while len(_logged_steps(out)) <= after:
         assert process.poll() is None, log.read_text()[-3000:]
         assert time.time() < deadline, "no step logged in 15 minutes"
         time.sleep(0.05)
 
 
-def _assert_stopped_at_a_checkpointed_step(out) -> None:
-    """The steps logged so far are 1..n with n < STEPS, and the only checkpoint is step n's."""
+def _assert_stopped_at_a_checkpointed_step(out, earlier: tuple[str, ...] = ()) -> str:
+    """The steps logged so far are 1..n with n < STEPS, and the checkpoints are step n's and
+    the `earlier` stops' (none periodic); step n's name."""
     stopped = _logged_steps(out)
     assert stopped == list(range(1, len(stopped) + 1))
     assert len(stopped) < STEPS, "the run ended before the signal: nothing was interrupted"
     checkpoint = latest_checkpoint(out)
-    assert checkpoint is not None, "SIGTERM wrote no checkpoint"
+    assert checkpoint is not None, "the signal wrote no checkpoint"
     state = json.loads((checkpoint / "trainer_state.json").read_text())
     assert state["step"] == stopped[-1], "the checkpoint is not the last logged step"
-    assert [p.name for p in (out / "checkpoints").iterdir()] == [checkpoint.name]
+    assert checkpoint.name not in earlier, "no step since the last stop"
+    names = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert names == sorted([*earlier, checkpoint.name])
+    return checkpoint.name
 
 
 def _assert_resumed_every_step_once(out) -> None:
@@ -48,35 +53,6 @@ def _assert_resumed_every_step_once(out) -> None:
     final = json.loads((latest_checkpoint(out) / "trainer_state.json").read_text())
     # The data position counts every step's tasks once (2 tasks per step in the tiny config).
     assert final["step"] == STEPS and final["position"] == 2 * STEPS
-
-
-@pytest.mark.slow
-def test_sigterm_checkpoints_exits_0_and_the_run_resumes_without_losing_a_step(
-    tmp_path, model_cache
-):
-    out = tmp_path / "out"
-    config = write_config(tmp_path / "run.yaml", model_cache, out, steps=STEPS, evals=False)
-    # No periodic checkpoint: the one found after the signal can only be the signal's.
-    overrides = ["--run.save_every", "1000"]
-    env = {**os.environ, "WANDB_API_KEY": "", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
-    log = tmp_path / "first.log"
-    with log.open("w") as sink:
-        process = subprocess.Popen(
-            lexrl_command("train", str(config), *overrides),
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    _wait_for_a_step(process, out, log)
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=600) == 0, log.read_text()[-3000:]
-    assert "stopped by SIGTERM" in log.read_text()
-    _assert_stopped_at_a_checkpointed_step(out)
-
-    result = run_lexrl("train", str(config), *overrides, "--run.resume", "true")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "resumed from" in result.stderr
-    _assert_resumed_every_step_once(out)
 
 
 @pytest.mark.slow
@@ -146,7 +122,12 @@ def _start(config, tmp_path, *overrides: str) -> tuple[subprocess.Popen, object]
 
 
 @pytest.mark.slow
-def test_ctrl_c_in_training_finishes_the_step_checkpoints_and_says_so(tmp_path, model_cache):
+def test_ctrl_c_then_sigterm_each_finish_the_step_checkpoint_and_the_run_resumes_every_step_once(
+    tmp_path, model_cache
+):
+    """Ctrl-C (a terminal) stops the run after its step, with a checkpoint and exit 0; resumed,
+    it is stopped the same way by SIGTERM (a cluster scheduler); resumed again, it ends with
+    every step logged once. No periodic checkpoint: each one found is a signal's."""
     out = tmp_path / "out"
     config = write_config(tmp_path / "run.yaml", model_cache, out, steps=STEPS, evals=False)
     process, log = _start(config, tmp_path)
@@ -156,7 +137,21 @@ def test_ctrl_c_in_training_finishes_the_step_checkpoints_and_says_so(tmp_path, 
     text = log.read_text()
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
     assert "Ctrl-C: finishing this step" in text and "stopped by SIGINT" in text
-    _assert_stopped_at_a_checkpointed_step(out)
+    first = _assert_stopped_at_a_checkpointed_step(out)
+
+    done = len(_logged_steps(out))
+    process, log = _start(config, tmp_path, "--run.resume", "true")
+    _wait_for_a_step(process, out, log, after=done)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=600) == 0, log.read_text()[-3000:]
+    text = log.read_text()
+    assert "resumed from" in text and "stopped by SIGTERM" in text, text[-3000:]
+    _assert_stopped_at_a_checkpointed_step(out, earlier=(first,))
+
+    result = run_lexrl("train", str(config), "--run.save_every", "1000", "--run.resume", "true")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resumed from" in result.stderr
+    _assert_resumed_every_step_once(out)
 
 
 @pytest.mark.slow
