@@ -168,22 +168,19 @@ def kill_after_first_checkpoint(work: Work, config: list[str], run: Path, first:
     return max(record["step"] for record in metrics(run))
 
 
-def _cache_and_out(cache: Path, out: Path) -> list[str]:
-    return ["--model.cache_dir", str(cache), "--run.output_dir", str(out)]
-
-
 def check_resume(work: Work, sizes: Sizes) -> dict:
     config = ["train", str(DEMO), *sizes.demo, *COMMON, "--run.max_steps", str(sizes.steps)]
     config += ["--run.save_every", str(sizes.save_every)]
     runs = {name: work.work / name for name in ("a1", "a2", "b")}
-    caches = {name: work.cache for name in runs}
+    shared = ["--model.cache_dir", str(work.cache)]
+    a2_cache = shared
     if sizes.repeat_builds_its_cache:
-        caches["a2"] = work.work / "a2-cache"
+        a2_cache = ["--model.cache_dir", str(work.work / "a2-cache")]
     started = time.monotonic()
-    for name in ("a1", "a2"):
-        work.run(name, *config, *_cache_and_out(caches[name], runs[name]))
+    work.run("a1", *config, *shared, "--run.output_dir", str(runs["a1"]))
+    work.run("a2", *config, *a2_cache, "--run.output_dir", str(runs["a2"]))
     seconds_per_run = (time.monotonic() - started) / 2
-    config += ["--model.cache_dir", str(work.cache)]
+    config += shared
     killed_at = kill_after_first_checkpoint(work, config, runs["b"], sizes.save_every)
     work.run("b", *config, "--run.output_dir", str(runs["b"]), "--run.resume", "true")
     a1, a2, b = (lora_weights(runs[name], sizes.steps) for name in ("a1", "a2", "b"))

@@ -18,6 +18,7 @@ model:
   cache_dir: {cache}
 rollout:
   vllm_served_model: {name}
+  # The judge tests' longest LEXam judge prompt is about 3,200 SmolLM2 tokens; re-asks add ~250.
   vllm_max_model_len: 4096
 warmstart:
   enabled: false

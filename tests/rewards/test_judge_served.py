@@ -303,10 +303,9 @@ def assert_judge_losses(judged: dict) -> None:
     assert metrics["reward/total"] == pytest.approx(sum(t.reward for t in scored))
 
 
-def assert_eval_losses(evaluation: subprocess.Popen, stderr: str, cache: Path, out: Path,
-                       base_url: str) -> None:  # fmt: skip
+def assert_eval_losses(returncode: int, stderr: str, cache: Path, out: Path, base_url: str) -> None:
     # most episodes fail after the kill, past eval.max_failed_share: exit 9, report written first
-    assert evaluation.returncode == 9, stderr[-4000:]
+    assert returncode == 9, stderr[-4000:]
     assert "Traceback" not in stderr
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("run error: ") and f"policy {base_url}: " in last
@@ -345,4 +344,4 @@ def test_killing_the_served_model_mid_run_costs_exclusions_and_counted_episodes(
             evaluation.kill()
     assert live_server.process.poll() is not None
     assert_judge_losses(judged)
-    assert_eval_losses(evaluation, stderr, cache, out, live_server.base_url)
+    assert_eval_losses(evaluation.returncode, stderr, cache, out, live_server.base_url)

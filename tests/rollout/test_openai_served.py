@@ -9,9 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e import run_lexrl
-from tests.rollout.vllm_fixtures import (
-    VLLM_MISSING,
-)
+from tests.rollout.vllm_fixtures import VLLM_MISSING
 from tests.served_smollm2 import MIXTURE_TASKS, openai_options, report_of
 
 pytest.importorskip("vllm", reason=VLLM_MISSING)
