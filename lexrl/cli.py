@@ -256,8 +256,11 @@ def _load(path: str | None, overrides: list[str], required: bool = True) -> Conf
 def _policy_from_checkpoint(config: Config, checkpoint: str | None):
     """The env, the backend and the tokenizer a checkpoint (or the base) is played with; for
     `rollout.backend: openai` the served model at `rollout.base_url`, with no local tokenizer."""
+    from lexrl.envs import make_env
+
+    # The env reads its data before torch and the model load, so a bad file is reported at once.
+    env = make_env(config.env)
     if config.rollout.backend == "openai":
-        from lexrl.envs import make_env
         from lexrl.rollout.factory import make_chat_backend
 
         if checkpoint:
@@ -265,19 +268,21 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
                 "--checkpoint with `rollout.backend: openai`: the endpoint serves its own model; "
                 "serve the checkpoint's adapter there, or evaluate it with the hf backend"
             )
-        return make_env(config.env), make_chat_backend(config), None
-    import torch
-    from accelerate import Accelerator
-
-    from lexrl.rollout.factory import make_backend
-    from lexrl.train.checkpoint import load_adapter_weights, verify_checkpoint
-    from lexrl.train.plan_report import resolve_engine_memory
-    from lexrl.train.trainer import build_policy
+        return env, make_chat_backend(config), None
+    from lexrl.train.manifest import verify_checkpoint
 
     if checkpoint:
         # An evaluation reads only the adapter: a checkpoint whose optimizer state was deleted
         # to save space still evaluates.
         verify_checkpoint(checkpoint, within="adapter")
+    import torch
+    from accelerate import Accelerator
+
+    from lexrl.rollout.factory import make_backend
+    from lexrl.train.checkpoint import load_adapter_weights
+    from lexrl.train.plan_report import resolve_engine_memory
+    from lexrl.train.trainer import build_policy
+
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     adapter = Path(checkpoint) / "adapter" if checkpoint else None
     if adapter is not None and not (adapter / "adapter_model.safetensors").is_file():
@@ -285,7 +290,7 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
     trained_on = adapter_base(adapter) if adapter is not None else None
     if trained_on is not None:
         print(f"base: {trained_on} (the checkpoint's, from its adapter_config.json)")
-    env, policy, tokenizer, base_path = build_policy(config, accelerator, trained_on)
+    _, policy, tokenizer, base_path = build_policy(config, accelerator, trained_on, env)
     resolve_engine_memory(config, processes=1)
     if adapter is not None:
         load_adapter_weights(policy, adapter)
@@ -311,13 +316,17 @@ def adapter_base(adapter: Path) -> str | None:
 
 def _evaluate(config: Config, checkpoint: str | None) -> None:
     from lexrl.envs import make_env
-    from lexrl.eval.evaluate import evaluate_checkpoint
 
     if config.eval.policy:
         env, backend, tokenizer = _policy_from_checkpoint(config, checkpoint)
+        from lexrl.eval.evaluate import evaluate_checkpoint
+
         path = evaluate_checkpoint(env, config, checkpoint, backend, tokenizer)
     else:
-        path = evaluate_checkpoint(make_env(config.env), config, checkpoint)
+        env = make_env(config.env)
+        from lexrl.eval.evaluate import evaluate_checkpoint
+
+        path = evaluate_checkpoint(env, config, checkpoint)
     print(f"report: {path} (and .json, per-task .jsonl)")
 
 

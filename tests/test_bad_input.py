@@ -224,7 +224,7 @@ ROWS += [
 def damaged_checkpoint(tmp: Path, damage: str) -> Path:
     """A checkpoint folder as `lexrl train` writes it (files, then the manifest), then damaged:
     `truncate` the adapter, `flip` a byte of it, or `unlisted` (no manifest entry for it)."""
-    from lexrl.train.checkpoint import MANIFEST_FILE, build_manifest
+    from lexrl.train.manifest import MANIFEST_FILE, build_manifest
 
     folder = tmp / "run" / "checkpoints" / "step-000003"
     (folder / "adapter").mkdir(parents=True)

@@ -123,3 +123,26 @@ def test_loading_the_config_imports_no_torch_env_or_http_client() -> None:
     ).stdout.split()
     heavy = {"torch", "openai", "transformers", "lexrl.envs.base", "lexrl.envs.lexam.env"}
     assert not heavy & set(loaded)
+
+
+MAKE_EVERY_ENV = """
+import sys
+from lexrl.envs import make_env
+from lexrl.registry import discover_envs
+from lexrl.train.manifest import verify_checkpoint
+for name, options in sorted(discover_envs().items()):
+    if name != "mix":
+        make_env(options())
+print(" ".join(sys.modules))
+"""
+
+
+def test_making_an_env_and_verifying_a_checkpoint_import_no_torch() -> None:
+    # `lexrl eval` makes the env (reading its data) and verifies `--checkpoint` before the model
+    # loads, so a malformed line or a damaged checkpoint is reported in a second, not after
+    # torch's and transformers' 10 s of imports.
+    loaded = subprocess.run(
+        [sys.executable, "-c", MAKE_EVERY_ENV], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert {"lexrl.envs.statute.env", "lexrl.envs.argument.env"} <= set(loaded)
+    assert not {"torch", "transformers", "peft", "accelerate"} & set(loaded)

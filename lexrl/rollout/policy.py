@@ -12,12 +12,13 @@ answers from a teacher function: the env's workflow code runs unchanged for the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from lexrl.rollout.backend import Backend, Completion, Sampling, count_turn
 from lexrl.types import Trajectory, Turn
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 Messages = str | list[dict[str, str]]
 """What `Policy.chat` sends after the system prompt: a string (one user message), or a list of

@@ -69,11 +69,7 @@ from lexrl.train.advantages import (
 from lexrl.train.busy_cores import warn_if_cores_busy
 from lexrl.train.checkpoint import (
     RUN_KEY,
-    CheckpointChoice,
-    checkpoint_dir,
     checkpoint_write_error,
-    choose_checkpoint,
-    latest_checkpoint,
     load_checkpoint,
     refuse_another_config,
     save_adapter,
@@ -82,6 +78,12 @@ from lexrl.train.checkpoint import (
 )
 from lexrl.train.learner import Learner, make_accelerator, sum_over_processes, uses_deepspeed
 from lexrl.train.logger import RunLogger, console, failed_episodes
+from lexrl.train.manifest import (
+    CheckpointChoice,
+    checkpoint_dir,
+    choose_checkpoint,
+    latest_checkpoint,
+)
 from lexrl.train.plan_report import refuse_if_cannot_fit, resolve_engine_memory
 from lexrl.train.preemption import StopRequest
 from lexrl.train.run_lock import refuse_another_run
@@ -111,11 +113,14 @@ def resolve_base(config: Config, env: Env, accelerator: Accelerator) -> Path | s
 
 
 def build_policy(
-    config: Config, accelerator: Accelerator, base_path: str | None = None
+    config: Config,
+    accelerator: Accelerator,
+    base_path: str | None = None,
+    env: Env | None = None,
 ) -> tuple[Env, Any, PreTrainedTokenizerBase, str]:
-    """The env, the LoRA policy on its frozen base, the tokenizer, and the base's path
-    (`base_path`, or the config's base, built or warm-started if need be)."""
-    env = make_env(config.env)
+    """The env (`env`, or the config's), the LoRA policy on its frozen base, the tokenizer, and
+    the base's path (`base_path`, or the config's base, built or warm-started if need be)."""
+    env = env or make_env(config.env)
     base_path = base_path or str(resolve_base(config, env, accelerator))
     model, tokenizer = load_base(config.model, path=base_path)
     return env, add_lora(model, config.lora, config.run.seed), tokenizer, base_path

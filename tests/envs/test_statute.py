@@ -16,7 +16,7 @@ from lexrl.envs.statute.parsing import (
     parse_rewrite,
 )
 from lexrl.envs.statute.pool import CandidatePool
-from lexrl.rollout.backend import HFBackend
+from lexrl.rollout.hf_backend import HFBackend
 from lexrl.rollout.policy import Policy, ScriptedPolicy
 from lexrl.types import Task
 

@@ -3,14 +3,9 @@ import asyncio
 import pytest
 import torch
 
-from lexrl.rollout.backend import (
-    Completion,
-    HFBackend,
-    MicroBatchedBackend,
-    RunningEpisodes,
-    Sampling,
-)
+from lexrl.rollout.backend import Completion, MicroBatchedBackend, RunningEpisodes, Sampling
 from lexrl.rollout.engine import run_groups
+from lexrl.rollout.hf_backend import HFBackend
 from lexrl.rollout.policy import Policy, render_prompt
 from lexrl.train.advantages import Row
 from lexrl.train.learner import completion_logprobs, pack_rows

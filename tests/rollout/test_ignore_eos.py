@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from lexrl.config import load_config
-from lexrl.rollout.backend import HFBackend, Sampling
+from lexrl.rollout.backend import Sampling
 from lexrl.rollout.factory import make_backend
+from lexrl.rollout.hf_backend import HFBackend
 from lexrl.rollout.policy import render_prompt
 from lexrl.train.advantages import Row
 from lexrl.train.learner import completion_logprobs, pack_rows

@@ -23,8 +23,9 @@ import torch
 from lexrl.config import LoraConfig, ModelConfig
 from lexrl.errors import LexrlError
 from lexrl.models import add_lora, load_base
-from lexrl.train.checkpoint import ADAPTER_FILE, save_checkpoint
+from lexrl.train.checkpoint import save_checkpoint
 from lexrl.train.learner import make_accelerator
+from lexrl.train.manifest import ADAPTER_FILE
 from lexrl.train.trainer import sync_adapter
 
 

@@ -16,12 +16,11 @@ from lexrl.config import LoraConfig
 from lexrl.errors import CheckpointError
 from lexrl.models import add_lora
 from lexrl.train import checkpoint as checkpoints
-from lexrl.train.checkpoint import (
+from lexrl.train.checkpoint import load_checkpoint, save_checkpoint
+from lexrl.train.manifest import (
     DamagedCheckpoint,
     choose_checkpoint,
     latest_checkpoint,
-    load_checkpoint,
-    save_checkpoint,
     verify_checkpoint,
 )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lexrl.train.checkpoint import latest_checkpoint, verify_checkpoint
+from lexrl.train.manifest import latest_checkpoint, verify_checkpoint
 from tests.e2e import lexrl_command
 
 ROOT = Path(__file__).parents[2]

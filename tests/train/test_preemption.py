@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from lexrl.train.checkpoint import latest_checkpoint
+from lexrl.train.manifest import latest_checkpoint
 from tests.e2e import accelerate_command, lexrl_command, run_lexrl, write_config
 
 STEPS = 6

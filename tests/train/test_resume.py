@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lexrl.train.checkpoint import latest_checkpoint
+from lexrl.train.manifest import latest_checkpoint
 from tests.e2e import ZERO2, accelerate_command, write_config
 
 STEPS = 4

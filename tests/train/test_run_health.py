@@ -8,7 +8,7 @@ import json
 import pytest
 
 from lexrl.cli import main
-from lexrl.train.checkpoint import latest_checkpoint
+from lexrl.train.manifest import latest_checkpoint
 from lexrl.train.trainer import FailedSteps, metric_means
 from tests.chat_stub import chat_server
 
