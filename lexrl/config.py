@@ -239,6 +239,14 @@ class GRPOConfig:
     together, and `micro_batch_tokens` counts packed tokens (packs x longest pack). Measured on
     an H200 (Qwen3-4B shapes): a task's first calls 0.31x the update time, four calls of 1,500 +
     200 tokens 0.85x, at 1.3-1.5x the update's peak memory for the same token budget."""
+    compile_layers: bool = False
+    """Compile each decoder layer with `torch.compile` (dynamic shapes: one graph a layer serves
+    micro-batches of every length) before the update's first forward; inductor fuses the norms,
+    rotary embeddings, activations and LoRA additions between the matmuls. The first update pays
+    the compilation. Log-probs and LoRA gradients equal the eager layers' within float32
+    rounding (`tests/train/test_compiled_layers.py`). Off by default until a GPU measures what it
+    gains (`scripts/gpu_bench.py --compile off,on`, docs/benchmarks.md). The `hf` rollout
+    backend samples through the same layers, so its generation runs them compiled too."""
     logprob_chunk_tokens: int = 512
     """Completion positions (over all rows of a micro-batch) projected to the vocabulary at a
     time when computing log-probs. Each chunk's float32 logits are recomputed in the backward

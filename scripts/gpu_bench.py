@@ -2,7 +2,7 @@
 
     python scripts/gpu_bench.py [--layers 36] [--device cuda] [--dtype auto] [--attn sdpa]
         [--tokens 4x1500+200] [--trajectories 16] [--checkpointing off,on]
-        [--micro-batch-tokens 4096,8192] [--shared-prefix off] [--group-size 8]
+        [--micro-batch-tokens 4096,8192] [--shared-prefix off] [--compile off] [--group-size 8]
         [--shared-fraction 0.5] [--warmup 1] [--steps 3] [--deadline-s 0]
 
 On a GPU machine run it through scripts/gpu_bench.sh, which installs lexrl from wheels/ first.
@@ -20,11 +20,12 @@ tasks of `--group-size` (K = 8), whose rows share the first call's whole prompt 
 `--shared-fraction` of a later call's (the plan's assumption for `--tokens`,
 `plan.assumed_shared_prefix`); the rest of each prompt is the row's own. `--shared-prefix on`
 trains them with `grpo.shared_prefix` (lexrl/train/shared_prefix.py), `off` repeated: the same
-rows either way.
+rows either way. `--compile on` compiles each decoder layer (`grpo.compile_layers`); its
+warm-up update holds the compilation, reported as `warmup_s`.
 
 Each configuration of the grid (`--tokens` x `--checkpointing` x `--micro-batch-tokens` x
-`--shared-prefix`) runs in its own process, so none inherits another's memory or an OOM, and
-does `--warmup` updates, then `--steps` measured ones. Per configuration it reports:
+`--shared-prefix` x `--compile`) runs in its own process, so none inherits another's memory or an
+OOM, and does `--warmup` updates, then `--steps` measured ones. Per configuration it reports:
 
 - `update_peak_mib`: the largest over the measured updates of `torch.cuda.max_memory_allocated()`
   (reset just before the update) minus `torch.cuda.memory_allocated()` before it, i.e. what the
@@ -353,11 +354,12 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             micro_batch_tokens=spec["micro_batch_tokens"],
             gradient_checkpointing=spec["checkpointing"],
             shared_prefix=bool(spec.get("shared_prefix")),
+            compile_layers=bool(spec.get("compile")),
             learning_rate=1e-5,
         )
         accelerator = Accelerator(cpu=device == "cpu")
         learner = Learner(policy, grpo, 10, accelerator, pad_id=0)
-        seconds, peaks = [], []
+        seconds, peaks, warmups = [], [], []
         for step in range(spec["warmup"] + spec["steps"]):
             warm = step < spec["warmup"]
             stage = f"update {step + 1} ({'warm-up' if warm else 'measured'})"
@@ -374,13 +376,16 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
                 file=sys.stderr,
                 flush=True,
             )
-            if not warm:
+            if warm:
+                warmups.append(elapsed)
+            else:
                 seconds.append(elapsed)
                 peaks.append(peak)
         result["optimizer_mib"] = round(
             (meter.allocated() - baseline) / MIB - result["model_mib"], 1
         )
         result["update_s_steps"] = [round(s, 3) for s in seconds]
+        result["warmup_s"] = [round(s, 3) for s in warmups]
         result["update_peak_mib_steps"] = [round(p / MIB, 1) for p in peaks]
         if seconds:
             mean = sum(seconds) / len(seconds)
@@ -438,6 +443,7 @@ def table_row(r: dict[str, Any]) -> str:
     time_ratio = r.get("time_ratio")
     return (
         f"| {r['tokens']} | {'on' if r.get('shared_prefix') else 'off'} "
+        f"| {'on' if r.get('compile') else 'off'} "
         f"| {number(r.get('encoded_tokens'), ',')} "
         f"| {r['layers']} | {'on' if r['checkpointing'] else 'off'} "
         f"| {r['micro_batch_tokens'] or '-'} | {shape} "
@@ -451,11 +457,11 @@ def table_row(r: dict[str, Any]) -> str:
 
 
 TABLE_HEAD = (
-    "| tokens | shared prefix | encoded tokens | layers | checkpointing | micro-batch tokens "
+    "| tokens | shared prefix | compiled layers | encoded tokens | layers | checkpointing | micro-batch tokens "
     "| micro-batches x (rows x sequence) "
     "| model GiB measured / plan | update peak GiB measured | plan | plan / measured "
     "| update s measured | plan s | plan / measured | tokens/s | status |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -499,6 +505,7 @@ def main() -> None:
     parser.add_argument("--micro-batch-tokens", default="4096,8192", help="list; none: rows")
     parser.add_argument("--micro-batch-size", type=int, default=8, help="rows when tokens none")
     parser.add_argument("--shared-prefix", default="off", help="list of off, on")
+    parser.add_argument("--compile", default="off", help="list of off, on: grpo.compile_layers")
     parser.add_argument("--group-size", type=int, default=8, help="K trajectories a task")
     parser.add_argument(
         "--shared-fraction",
@@ -535,8 +542,9 @@ def main() -> None:
         args.checkpointing.split(","),
         args.micro_batch_tokens.split(","),
         args.shared_prefix.split(","),
+        args.compile.split(","),
     )
-    for tokens, mode, budget, shared in grid:
+    for tokens, mode, budget, shared, compiled in grid:
         spec = {
             "layers": args.layers,
             "device": args.device,
@@ -550,6 +558,7 @@ def main() -> None:
             "micro_batch_tokens": parse_micro_batch_tokens(budget.strip()),
             "micro_batch_size": args.micro_batch_size,
             "shared_prefix": shared.strip() == "on",
+            "compile": compiled.strip() == "on",
             "warmup": args.warmup,
             "steps": args.steps,
         }

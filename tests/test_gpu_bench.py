@@ -124,10 +124,11 @@ def test_gpu_bench_runs_end_to_end_on_the_cpu(tmp_path):
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "| tokens | shared prefix | encoded tokens | layers | checkpointing |" in result.stdout
+    head = "| tokens | shared prefix | compiled layers | encoded tokens | layers | checkpointing |"
+    assert head in result.stdout
     line = json.loads(result.stdout.strip().splitlines()[-1])
     assert line["status"] == "ok", line
-    assert line["dtype"] == "float32"
+    assert line["dtype"] == "float32" and line["compile"] is False
     assert line["rows"] == 2 and line["micro_batch"] == {
         "rows": 2,
         "sequence": 80,

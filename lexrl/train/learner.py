@@ -178,6 +178,16 @@ def _decoder_and_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn
     return inner.get_decoder(), inner.get_output_embeddings()
 
 
+def compile_decoder_layers(model: torch.nn.Module) -> int:
+    """Compile each of the decoder's layers in place (`nn.Module.compile`, dynamic shapes), so
+    that checkpointing, peft and a DDP or DeepSpeed wrapper added later keep working around
+    them; returns how many were compiled."""
+    layers = _decoder_and_head(model)[0].layers
+    for layer in layers:
+        layer.compile(dynamic=True)
+    return len(layers)
+
+
 def split_micro_batches(
     rows: Sequence[Row], max_rows: int, max_tokens: int | None = None
 ) -> list[list[Row]]:
@@ -288,6 +298,8 @@ class Learner:
             model.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
+        if config.compile_layers:
+            compile_decoder_layers(model)
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(
             trainable, lr=config.learning_rate, weight_decay=config.weight_decay

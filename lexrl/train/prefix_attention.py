@@ -132,6 +132,10 @@ def sdpa_attend(
     return out.transpose(1, 2)
 
 
+# Eager inside compiled layers (`grpo.compile_layers`): inductor's CPU lowering of this
+# attention's backward under dynamic shapes fails ("Invalid ranges [0:-1]", torch 2.13), and
+# the matmuls inside are already whole kernels.
+@torch.compiler.disable
 def grouped_attention(
     query: torch.Tensor,
     key: torch.Tensor,

@@ -1,0 +1,57 @@
+"""`grpo.compile_layers`: an update through `torch.compile`d decoder layers hands the optimizer
+the eager update's gradients and reports its losses, on the tiny model (float32, inductor on the
+CPU), with micro-batches, checkpointing, a reference model and shared prefixes."""
+
+import pytest
+import torch
+
+from lexrl.config import ModelConfig
+from lexrl.models import load_base
+from lexrl.train.learner import compile_decoder_layers, completion_logprobs, pack_rows
+from tests.train.test_learner import _accumulated_gradients, assert_same_gradients
+from tests.train.test_logprobs import _policy
+from tests.train.test_shared_prefix import _step_rows
+
+pytestmark = pytest.mark.slow
+
+
+def _compiled_layers(model) -> list[torch.nn.Module]:
+    return [layer for layer in model.modules() if getattr(layer, "_compiled_call_impl", None)]
+
+
+@pytest.mark.parametrize(
+    "grpo",
+    [
+        {"micro_batch_size": 2, "gradient_checkpointing": True, "beta": 0.1},
+        {"micro_batch_tokens": 150, "shared_prefix": True, "gradient_checkpointing": True},
+    ],
+    ids=["micro_batches_checkpointing_reference", "shared_prefix_checkpointing"],
+)
+def test_a_compiled_update_hands_the_optimizer_the_eager_gradients(tiny_model_path, grpo):
+    rows = _step_rows(seed=4)
+    eager, eager_metrics = _accumulated_gradients(
+        load_base(ModelConfig(), path=tiny_model_path), rows, **grpo
+    )
+    compiled, compiled_metrics = _accumulated_gradients(
+        load_base(ModelConfig(), path=tiny_model_path), rows, compile_layers=True, **grpo
+    )
+    assert eager_metrics["loss/grad_norm"] > 0
+    for key in ("loss/policy", "loss/grad_norm", "loss/kl"):
+        assert compiled_metrics[key] == pytest.approx(eager_metrics[key], rel=1e-5, abs=1e-9)
+    assert_same_gradients(compiled, eager)
+
+
+def test_compiled_layers_give_the_eager_logprobs_and_only_the_layers_are_compiled(tiny_model):
+    policy, pad_id = _policy(tiny_model)
+    # Two lengths: the second runs through the same dynamic graphs.
+    batches = [pack_rows(_step_rows(seed=6), pad_id), pack_rows(_step_rows(seed=7)[:5], pad_id)]
+    assert batches[0]["input_ids"].shape != batches[1]["input_ids"].shape
+    with torch.no_grad():
+        expected = [completion_logprobs(policy, batch, chunk_tokens=7) for batch in batches]
+        assert compile_decoder_layers(policy) == policy.config.num_hidden_layers
+        actual = [completion_logprobs(policy, batch, chunk_tokens=7) for batch in batches]
+    layers = _compiled_layers(policy)
+    assert len(layers) == policy.config.num_hidden_layers
+    assert all(type(layer).__name__.endswith("DecoderLayer") for layer in layers)
+    for compiled, eager in zip(actual, expected, strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=0, atol=1e-5)
