@@ -245,8 +245,8 @@ class GRPOConfig:
     rotary embeddings, activations and LoRA additions between the matmuls. The first update pays
     the compilation. Log-probs and LoRA gradients equal the eager layers' within float32
     rounding (`tests/train/test_compiled_layers.py`). Off by default until a GPU measures what it
-    gains (`scripts/gpu_bench.py --compile off,on`, docs/benchmarks.md). The `hf` rollout
-    backend samples through the same layers, so its generation runs them compiled too."""
+    gains (`scripts/gpu_bench.py --compile off,on`, docs/benchmarks.md). Forwards without
+    gradients (generation with the `hf` backend, the old and reference log-probs) stay eager."""
     logprob_chunk_tokens: int = 512
     """Completion positions (over all rows of a micro-batch) projected to the vocabulary at a
     time when computing log-probs. Each chunk's float32 logits are recomputed in the backward
