@@ -315,18 +315,16 @@ def adapter_base(adapter: Path) -> str | None:
 
 
 def _evaluate(config: Config, checkpoint: str | None) -> None:
-    from lexrl.envs import make_env
-
     if config.eval.policy:
         env, backend, tokenizer = _policy_from_checkpoint(config, checkpoint)
-        from lexrl.eval.evaluate import evaluate_checkpoint
-
-        path = evaluate_checkpoint(env, config, checkpoint, backend, tokenizer)
     else:
-        env = make_env(config.env)
-        from lexrl.eval.evaluate import evaluate_checkpoint
+        from lexrl.envs import make_env
 
-        path = evaluate_checkpoint(env, config, checkpoint)
+        env, backend, tokenizer = make_env(config.env), None, None
+    # Imported after the env is made (evaluate imports torch): a data error comes first.
+    from lexrl.eval.evaluate import evaluate_checkpoint
+
+    path = evaluate_checkpoint(env, config, checkpoint, backend, tokenizer)
     print(f"report: {path} (and .json, per-task .jsonl)")
 
 

@@ -199,7 +199,6 @@ def _compiled_when_training(eager: Callable[..., Any]) -> Callable[..., Any]:
     def forward(*args: Any, **kwargs: Any) -> Any:
         return (compiled if torch.is_grad_enabled() else eager)(*args, **kwargs)
 
-    forward.compiled = compiled
     return forward
 
 
