@@ -6,10 +6,8 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from lexrl.config import ModelConfig
-from lexrl.models import load_base
 from lexrl.train.learner import compile_decoder_layers, completion_logprobs, pack_rows
-from tests.train.test_learner import _accumulated_gradients, assert_same_gradients
+from tests.train.test_learner import UPDATE_METRICS, assert_same_update
 from tests.train.test_logprobs import _policy
 from tests.train.test_shared_prefix import _step_rows
 
@@ -25,17 +23,8 @@ pytestmark = pytest.mark.slow
     ids=["micro_batches_checkpointing_reference", "shared_prefix_checkpointing"],
 )
 def test_a_compiled_update_hands_the_optimizer_the_eager_gradients(tiny_model_path, grpo):
-    rows = _step_rows(seed=4)
-    eager, eager_metrics = _accumulated_gradients(
-        load_base(ModelConfig(), path=tiny_model_path), rows, **grpo
-    )
-    compiled, compiled_metrics = _accumulated_gradients(
-        load_base(ModelConfig(), path=tiny_model_path), rows, compile_layers=True, **grpo
-    )
-    assert eager_metrics["loss/grad_norm"] > 0
-    for key in ("loss/policy", "loss/grad_norm", "loss/kl"):
-        assert compiled_metrics[key] == pytest.approx(eager_metrics[key], rel=1e-5, abs=1e-9)
-    assert_same_gradients(compiled, eager)
+    compiled = {**grpo, "compile_layers": True}
+    assert_same_update(tiny_model_path, _step_rows(seed=4), grpo, compiled, UPDATE_METRICS, 1e-9)
 
 
 def test_layers_run_compiled_with_gradients_and_eagerly_without(tiny_model):

@@ -140,26 +140,44 @@ def assert_same_gradients(actual, expected, rtol=1e-5):
     assert difference <= rtol * norm, (float(difference), float(norm))
 
 
-def test_token_budget_micro_batches_accumulate_the_same_gradient_as_row_micro_batches(
-    tiny_model_path,
-):
+UPDATE_METRICS = ("loss/policy", "loss/grad_norm", "loss/kl")
+
+
+def assert_same_update(tiny_model_path, rows, expected, actual, keys, abs_tolerance=1e-12):
+    """`Learner.update`s over `rows` of two fresh tiny models, one under the GRPO options
+    `expected` and one under `actual`, hand the optimizer the same gradients and report the same
+    `keys` metrics (within 1e-5 relative, `abs_tolerance` absolute)."""
     from lexrl.config import ModelConfig
     from lexrl.models import load_base
 
+    reference, reference_metrics = _accumulated_gradients(
+        load_base(ModelConfig(), path=tiny_model_path), rows, **expected
+    )
+    other, other_metrics = _accumulated_gradients(
+        load_base(ModelConfig(), path=tiny_model_path), rows, **actual
+    )
+    assert reference_metrics["loss/grad_norm"] > 0
+    for key in keys:
+        assert other_metrics[key] == pytest.approx(
+            reference_metrics[key], rel=1e-5, abs=abs_tolerance
+        )
+    assert_same_gradients(other, reference)
+
+
+def test_token_budget_micro_batches_accumulate_the_same_gradient_as_row_micro_batches(
+    tiny_model_path,
+):
     rows = _rows([1.0, 1.0, -1.0, -1.0, 0.5, -0.5, 2.0, -2.0], seed=3)
-    by_rows, by_rows_metrics = _accumulated_gradients(
-        load_base(ModelConfig(), path=tiny_model_path), rows, micro_batch_size=3
-    )
-    by_tokens, by_tokens_metrics = _accumulated_gradients(
-        load_base(ModelConfig(), path=tiny_model_path), rows, micro_batch_tokens=40
-    )
     # Different cuts: rollout order three rows at a time, or sorted by length under 40 tokens.
     cuts = [[id(r) for r in b] for b in split_micro_batches(rows, 3)]
     assert cuts != [[id(r) for r in b] for b in split_micro_batches(rows, 3, 40)]
-    assert by_rows_metrics["loss/grad_norm"] > 0
-    for key in ("loss/policy", "loss/grad_norm"):
-        assert by_tokens_metrics[key] == pytest.approx(by_rows_metrics[key], rel=1e-5)
-    assert_same_gradients(by_tokens, by_rows)
+    assert_same_update(
+        tiny_model_path,
+        rows,
+        {"micro_batch_size": 3},
+        {"micro_batch_tokens": 40},
+        ("loss/policy", "loss/grad_norm"),
+    )
 
 
 def test_token_budget_cuts_sorted_rows_under_the_budget():

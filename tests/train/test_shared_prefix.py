@@ -21,7 +21,11 @@ from lexrl.train.shared_prefix import (
     split_shared_micro_batches,
 )
 from tests.train.step_gradients import capture_step_gradients
-from tests.train.test_learner import _accumulated_gradients, assert_same_gradients
+from tests.train.test_learner import (
+    UPDATE_METRICS,
+    assert_same_gradients,
+    assert_same_update,
+)
 from tests.train.test_logprobs import _policy
 
 
@@ -218,20 +222,8 @@ def test_shared_gradients_equal_the_repeated_rows(tiny_model, checkpointing):
     ids=["micro_batch_2", "checkpointing", "token_budget_and_reference"],
 )
 def test_update_accumulates_the_repeated_forms_gradients(tiny_model_path, grpo):
-    from lexrl.config import ModelConfig
-    from lexrl.models import load_base
-
-    rows = _step_rows(seed=4)
-    repeated, repeated_metrics = _accumulated_gradients(
-        load_base(ModelConfig(), path=tiny_model_path), rows, **grpo
-    )
-    shared, shared_metrics = _accumulated_gradients(
-        load_base(ModelConfig(), path=tiny_model_path), rows, shared_prefix=True, **grpo
-    )
-    assert repeated_metrics["loss/grad_norm"] > 0
-    for key in ("loss/policy", "loss/grad_norm", "loss/kl"):
-        assert shared_metrics[key] == pytest.approx(repeated_metrics[key], rel=1e-5, abs=1e-9)
-    assert_same_gradients(shared, repeated)
+    shared = {**grpo, "shared_prefix": True}
+    assert_same_update(tiny_model_path, _step_rows(seed=4), grpo, shared, UPDATE_METRICS, 1e-9)
 
 
 def _update(tiny_model_path, rows, **grpo):
