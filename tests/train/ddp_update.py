@@ -1,15 +1,25 @@
-"""One learner update on a fixed global batch; run under `accelerate launch` by test_ddp.py.
+"""Learner updates on a fixed global batch, one per CASE; run under `accelerate launch` by
+test_ddp.py.
 
 usage: accelerate launch [--multi_gpu | --config_file ZERO2] --num_processes N
-           tests/train/ddp_update.py MODEL_DIR OUT_FILE LOSS SPLIT [PREFIX]
-Each process takes its share of the trajectories (as the trainer does; SPLIT `even` deals them
-round-robin, `uneven` gives rank 0 two trajectories and 2 micro-batches against rank 1's 6),
-PREFIX `repeated` or `shared` gives trajectories 4 at a time a common 40-token prompt prefix,
-trained repeated or with `grpo.shared_prefix`; the process updates once, and rank 0 saves the all-reduced gradients (not under DeepSpeed, whose engine steps and
-zeroes them inside the backward), the update's metrics and the updated LoRA weights to OUT_FILE.
+           tests/train/ddp_update.py MODEL_DIR OUT_DIR CASE [CASE ...]
+
+A CASE is a loss (`grpo`, `reinforce`) and options joined by `+`:
+- `even`: over several processes, deal the trajectories round-robin; otherwise rank 0 gets two
+  trajectories (2 micro-batches) against the last rank's six (6). One process takes them all.
+- `repeated` / `shared`: trajectories 4 at a time share a 40-token prompt prefix, trained
+  repeated or with `grpo.shared_prefix`;
+- `compiled`: `grpo.compile_layers`; `checkpointing`: `grpo.gradient_checkpointing`;
+  `tokens`: micro-batches of at most 60 padded tokens (`grpo.micro_batch_tokens`) instead of 2 rows.
+
+Each case starts from the same model, updates once, and rank 0 saves OUT_DIR/CASE.pt: the
+all-reduced gradients (not under DeepSpeed, whose engine steps and zeroes them inside the
+backward), the update's metrics and the updated LoRA weights. The cases share one launch
+because each launch costs every process its imports and its process group.
 """
 
 import sys
+from pathlib import Path
 
 import torch
 
@@ -51,10 +61,13 @@ def fixed_rows(task_prefix: bool = False) -> list[Row]:
     return rows
 
 
-def main() -> None:
-    model_dir, out_file, loss, split = sys.argv[1:5]
-    prefix = sys.argv[5] if len(sys.argv) > 5 else ""
-    accelerator = make_accelerator()
+CASE_OPTIONS = {"even", "repeated", "shared", "compiled", "checkpointing", "tokens"}
+
+
+def update_once(model_dir: str, case: str, accelerator) -> dict | None:
+    """The record of one CASE (rank 0), or None on the other ranks."""
+    loss, *options = case.split("+")
+    assert set(options) <= CASE_OPTIONS, f"unknown options in {case!r}"
     model, tokenizer = load_base(ModelConfig(), path=model_dir)
     policy = add_lora(model, LoraConfig(r=4, alpha=8), seed=0)
     # A non-zero B makes the first step's gradient reach both LoRA matrices.
@@ -69,9 +82,12 @@ def main() -> None:
         loss=loss,
         learning_rate=1e-2,
         micro_batch_size=2,
+        micro_batch_tokens=60 if "tokens" in options else None,
         beta=0.05,
         max_grad_norm=1e9,
-        shared_prefix=prefix == "shared",
+        shared_prefix="shared" in options,
+        gradient_checkpointing="checkpointing" in options,
+        compile_layers="compiled" in options,
     )
     learner = Learner(
         policy, config, max_steps=3, accelerator=accelerator, pad_id=tokenizer.pad_token_id
@@ -87,11 +103,15 @@ def main() -> None:
 
     learner.optimizer.step = capture_gradients_then_step
     rank, world = accelerator.process_index, accelerator.num_processes
-    if split == "even":
-        mine = [r for r in fixed_rows(bool(prefix)) if r.trajectory % world == rank]
+    rows = fixed_rows("repeated" in options or "shared" in options)
+    if world == 1:
+        mine = rows
+    elif "even" in options:
+        mine = [r for r in rows if r.trajectory % world == rank]
     else:
-        mine = [r for r in fixed_rows(bool(prefix)) if (r.trajectory >= 2) == (rank == world - 1)]
+        mine = [r for r in rows if (r.trajectory >= 2) == (rank == world - 1)]
     metrics = learner.update(mine)
+    record = None
     if accelerator.is_main_process:
         lora = {n: p.detach().float() for n, p in learner.policy.named_parameters() if "lora_" in n}
         record = {
@@ -102,8 +122,18 @@ def main() -> None:
             "grads": grads,
             "metrics": metrics,
         }
-        torch.save(record, out_file)
-    accelerator.wait_for_everyone()
+    accelerator.free_memory()
+    return record
+
+
+def main() -> None:
+    model_dir, out_dir, *cases = sys.argv[1:]
+    accelerator = make_accelerator()
+    for case in cases:
+        record = update_once(model_dir, case, accelerator)
+        if record is not None:
+            torch.save(record, Path(out_dir) / f"{case}.pt")
+        accelerator.wait_for_everyone()
 
 
 if __name__ == "__main__":

@@ -12,19 +12,19 @@ HERE = Path(__file__).parent
 REPO = HERE.parent.parent
 
 
-def _launch(
-    processes: int, model_dir: str, out: Path, loss: str, split: str = "even", prefix: str = ""
-) -> None:
-    # `zero2`: the shipped 8-GPU DeepSpeed config, on 2 CPU processes (DeepSpeed's CPU accelerator).
+def _launch(processes: int, model_dir: str, out: Path, *cases: str, zero2: bool = False) -> Path:
+    """`cases` (tests/train/ddp_update.py says what a case is) in one launch of `processes`;
+    `zero2`: the shipped 8-GPU DeepSpeed config, on CPU processes (DeepSpeed's CPU accelerator).
+    The folder with one CASE.pt each."""
+    out.mkdir(parents=True, exist_ok=True)
     command = accelerate_command(
-        processes,
-        str(HERE / "ddp_update.py"), model_dir, str(out), loss,
-        "uneven" if split == "zero2" else split, *([prefix] if prefix else []),
-        config_file=ZERO2 if split == "zero2" else None,
+        processes, str(HERE / "ddp_update.py"), model_dir, str(out), *cases,
+        config_file=ZERO2 if zero2 else None,
     )  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
+    return out
 
 
 def _same_update(one: dict, two: dict) -> None:
@@ -56,35 +56,60 @@ def _first_adam_step_tolerance(grad: torch.Tensor | None) -> torch.Tensor | floa
     return (lr * eps * delta / (g + eps) ** 2).clamp(max=2 * lr) + 1e-6
 
 
-# The tests comparing with one process's GRPO update share its launch: on one worker.
-ONE_PROCESS_GRPO = pytest.mark.xdist_group("ddp_one_process_grpo")
+# One launch per layout: one process, two DDP processes, two ZeRO-2 processes; each runs every
+# case the tests below compare, and the tests share the launches (on one worker).
+SHARED_LAUNCHES = pytest.mark.xdist_group("ddp_launches")
+ONE_PROCESS_CASES = ("reinforce", "grpo", "grpo+repeated")
+DDP_CASES = (
+    "reinforce+even",
+    "grpo",
+    "grpo+shared",
+    "grpo+tokens",
+    "grpo+checkpointing+compiled",
+)
+ZERO2_CASES = ("grpo", "grpo+shared", "grpo+checkpointing+compiled")
 
 
 @pytest.fixture(scope="module")
-def one_process(tiny_model_path, tmp_path_factory):
-    """`one_process(loss)`: the one-process update of `loss`, launched once per module."""
-    folder, updates = tmp_path_factory.mktemp("one_process"), {}
+def one_process(tiny_model_path, tmp_path_factory) -> Path:
+    return _launch(1, tiny_model_path, tmp_path_factory.mktemp("one"), *ONE_PROCESS_CASES)
 
-    def update(loss: str) -> dict:
-        if loss not in updates:
-            _launch(1, tiny_model_path, folder / f"{loss}.pt", loss)
-            updates[loss] = torch.load(folder / f"{loss}.pt")
-        return updates[loss]
 
-    return update
+@pytest.fixture(scope="module")
+def ddp(tiny_model_path, tmp_path_factory) -> Path:
+    return _launch(2, tiny_model_path, tmp_path_factory.mktemp("ddp"), *DDP_CASES)
+
+
+@pytest.fixture(scope="module")
+def zero2(tiny_model_path, tmp_path_factory) -> Path:
+    pytest.importorskip("deepspeed", reason="the `deepspeed` extra is not installed")
+    return _launch(2, tiny_model_path, tmp_path_factory.mktemp("zero2"), *ZERO2_CASES, zero2=True)
+
+
+def _record(folder: Path, case: str) -> dict:
+    return torch.load(folder / f"{case}.pt")
 
 
 @pytest.mark.slow
+@SHARED_LAUNCHES
 @pytest.mark.parametrize(
-    ("loss", "split"),
-    [("reinforce", "even"), pytest.param("grpo", "uneven", marks=ONE_PROCESS_GRPO)],
+    ("reference", "case"),
+    [
+        # `even`: both ranks hold 4 trajectories; otherwise rank 0 runs 2 micro-batches of rows
+        # and 4 of zero loss, rank 1 runs 6.
+        ("reinforce", "reinforce+even"),
+        ("grpo", "grpo"),
+        # Trajectories 4 at a time share a 40-token prompt prefix, packed and attended by
+        # Prefix Grouper's attention, against one process training the same rows repeated.
+        ("grpo+repeated", "grpo+shared"),
+        # Micro-batches cut by a token budget: each rank cuts its own share.
+        ("grpo", "grpo+tokens"),
+        # Compiled decoder layers under checkpointing: the recomputed forward is compiled too.
+        ("grpo", "grpo+checkpointing+compiled"),
+    ],
 )
-def test_one_and_two_processes_make_the_same_update(
-    one_process, tiny_model_path, tmp_path, loss, split
-):
-    """`uneven`: rank 0 runs 2 micro-batches of rows and 4 of zero loss, rank 1 runs 6."""
-    _launch(2, tiny_model_path, tmp_path / "two.pt", loss, split)
-    one, two = one_process(loss), torch.load(tmp_path / "two.pt")
+def test_two_ddp_processes_make_one_process_update(one_process, ddp, reference, case):
+    one, two = _record(one_process, reference), _record(ddp, case)
     _same_update(one, two)
     assert one["grads"].keys() == two["grads"].keys() and one["grads"]
     for name, grad in one["grads"].items():
@@ -93,36 +118,17 @@ def test_one_and_two_processes_make_the_same_update(
 
 
 @pytest.mark.slow
-@ONE_PROCESS_GRPO
-def test_deepspeed_zero2_matches_one_process(one_process, tiny_model_path, tmp_path):
+@SHARED_LAUNCHES
+@pytest.mark.parametrize(
+    ("reference", "case"),
+    [("grpo", "grpo"), ("grpo+repeated", "grpo+shared"), ("grpo", "grpo+checkpointing+compiled")],
+)
+def test_deepspeed_zero2_makes_one_process_update(one_process, zero2, reference, case):
     """configs/accelerate/zero2_8gpu.yaml on 2 processes with uneven shares (2 vs 6
     micro-batches): the same gradient norm, learning rate and LoRA update as one process."""
-    pytest.importorskip("deepspeed", reason="the `deepspeed` extra is not installed")
-    _launch(2, tiny_model_path, tmp_path / "zero2.pt", "grpo", "zero2")
-    one, two = one_process("grpo"), torch.load(tmp_path / "zero2.pt")
+    one, two = _record(one_process, reference), _record(zero2, case)
     assert two["deepspeed"] and not one["deepspeed"]
     _same_update(one, two)
-
-
-@pytest.mark.slow
-def test_shared_prefixes_over_ddp_and_zero2_make_the_repeated_update(tiny_model_path, tmp_path):
-    """`grpo.shared_prefix` on 2 processes with uneven shares (DDP, then ZeRO-2 where DeepSpeed
-    is installed) against one process training the same rows repeated: trajectories 4 at a time
-    share a 40-token prompt prefix, packed and attended by Prefix Grouper's attention."""
-    _launch(1, tiny_model_path, tmp_path / "one.pt", "grpo", "even", "repeated")
-    one = torch.load(tmp_path / "one.pt")
-    splits = ["uneven"]
-    try:
-        import deepspeed  # noqa: F401
-
-        splits.append("zero2")
-    except ImportError:
-        pass
-    for split in splits:
-        _launch(2, tiny_model_path, tmp_path / f"{split}.pt", "grpo", split, "shared")
-        two = torch.load(tmp_path / f"{split}.pt")
-        assert two["deepspeed"] == (split == "zero2")
-        _same_update(one, two)
 
 
 @pytest.mark.slow
@@ -145,11 +151,11 @@ def test_one_task_split_over_two_processes(tmp_path, model_cache):
 
 
 @pytest.mark.slow
-def test_two_machines_make_the_same_update_as_one_process(tiny_model_path, tmp_path):
+@SHARED_LAUNCHES
+def test_two_machines_make_the_same_update_as_one_process(one_process, tiny_model_path, tmp_path):
     """Two `accelerate launch` commands on localhost, machine ranks 0 and 1 with one process
     each (torchrun's static rendezvous, gloo), as configs/accelerate/multinode_*.yaml start
     them on two hosts: the same update as one process."""
-    _launch(1, tiny_model_path, tmp_path / "one.pt", "grpo")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = str(probe.getsockname()[1])
@@ -157,8 +163,8 @@ def test_two_machines_make_the_same_update_as_one_process(tiny_model_path, tmp_p
     machines = []
     for rank in (0, 1):
         command = accelerate_command(
-            2, str(HERE / "ddp_update.py"), tiny_model_path, str(tmp_path / "two.pt"), "grpo",
-            "uneven", machines=2, machine_rank=rank, main_process=("127.0.0.1", port),
+            2, str(HERE / "ddp_update.py"), tiny_model_path, str(tmp_path), "grpo",
+            machines=2, machine_rank=rank, main_process=("127.0.0.1", port),
         )  # fmt: skip
         machines.append(
             subprocess.Popen(
@@ -173,5 +179,4 @@ def test_two_machines_make_the_same_update_as_one_process(tiny_model_path, tmp_p
     for machine in machines:
         _, stderr = machine.communicate(timeout=600)
         assert machine.returncode == 0, stderr[-3000:]
-    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
-    _same_update(one, two)
+    _same_update(_record(one_process, "grpo"), _record(tmp_path, "grpo"))
