@@ -29,7 +29,7 @@ def report_dir(stdout: str) -> Path:
 @pytest.mark.slow
 def test_train_eval_rollout_end_to_end(tmp_path, model_cache):
     out = tmp_path / "run"
-    config = write_config(tmp_path / "tiny.yaml", model_cache, out, steps=2)
+    config = write_config(tmp_path / "tiny.yaml", model_cache, out, steps=2, wandb="offline")
     result = run_lexrl("train", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "GRPO steps: 100%" in result.stderr and "reward=" in result.stderr, "no step bar"

@@ -1,7 +1,7 @@
 """scripts/gpu_train_check.py: its comparisons, and (slow) its CPU mode end to end, so that the
 command a lent GPU runs cannot rot between GPUs. The CPU mode is also the suite's check that a
 one-process run SIGKILLed after a checkpoint resumes to an uninterrupted run's adapter, bit for
-bit (tests/train/test_resume.py does it for two ZeRO-2 processes), and that a seeded run
+bit (tests/train/test_resume.py stops two ZeRO-2 processes with SIGTERM), and that a seeded run
 repeats bit for bit, building its tiny model and warm-start in an empty cache of its own."""
 
 import json

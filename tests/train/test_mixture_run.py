@@ -31,7 +31,7 @@ env:
 eval:
   max_tasks: 2
 logging:
-  wandb_mode: offline
+  wandb_mode: disabled  # W&B's service costs each run seconds; test_cli's run checks it
 run:
   output_dir: {out}
   max_steps: {steps}
