@@ -185,8 +185,9 @@ def compile_decoder_layers(model: torch.nn.Module) -> int:
 
     Without gradients (the `hf` backend's generation, the old and reference log-probs) the layer
     runs eagerly: a decode step's KV cache makes dynamo recompile at every step until its limit
-    (8), for no gain (docs/benchmarks.md, "Compiled decoder layers"). The layer module itself stays as it is, so
-    checkpointing, peft and a DDP or DeepSpeed wrapper added later work around it."""
+    (8), for no gain (docs/benchmarks.md, "Compiled decoder layers"). The layer module itself
+    stays as it is, so checkpointing, peft and a DDP or DeepSpeed wrapper added later work
+    around it."""
     layers = _decoder_and_head(model)[0].layers
     for layer in layers:
         layer.forward = _compiled_when_training(layer.forward)

@@ -33,14 +33,12 @@ def _wait_for_a_step(process: subprocess.Popen, out, log, after: int = 0) -> Non
         time.sleep(0.05)
 
 
-def _assert_stopped_at_a_checkpointed_step(
-    out, earlier: tuple[str, ...] = (), steps: int = STEPS
-) -> str:
-    """The steps logged so far are 1..n with n < `steps`, and the checkpoints are step n's and
+def _assert_stopped_at_a_checkpointed_step(out, earlier: tuple[str, ...] = ()) -> str:
+    """The steps logged so far are 1..n with n < STEPS, and the checkpoints are step n's and
     the `earlier` stops' (none periodic); step n's name."""
     stopped = _logged_steps(out)
     assert stopped == list(range(1, len(stopped) + 1))
-    assert len(stopped) < steps, "the run ended before the signal: nothing was interrupted"
+    assert len(stopped) < STEPS, "the run ended before the signal: nothing was interrupted"
     checkpoint = latest_checkpoint(out)
     assert checkpoint is not None, "the signal wrote no checkpoint"
     state = json.loads((checkpoint / "trainer_state.json").read_text())
@@ -51,11 +49,11 @@ def _assert_stopped_at_a_checkpointed_step(
     return checkpoint.name
 
 
-def _assert_resumed_every_step_once(out, steps: int = STEPS) -> None:
-    assert _logged_steps(out) == list(range(1, steps + 1)), "a step was lost or done twice"
+def _assert_resumed_every_step_once(out) -> None:
+    assert _logged_steps(out) == list(range(1, STEPS + 1)), "a step was lost or done twice"
     final = json.loads((latest_checkpoint(out) / "trainer_state.json").read_text())
     # The data position counts every step's tasks once (2 tasks per step in the tiny config).
-    assert final["step"] == steps and final["position"] == 2 * steps
+    assert final["step"] == STEPS and final["position"] == 2 * STEPS
 
 
 def _interactive() -> None:
