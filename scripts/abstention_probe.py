@@ -1,13 +1,15 @@
-"""Can a model of this size learn the argument demo's decision at all? (issue 49, item 6)
+"""Can a model of this size learn one ply of the argument demo at all? (issue 49, item 6)
 
     OMP_NUM_THREADS=1 python scripts/abstention_probe.py configs/argument_cpu.yaml \
-        --layers 2 --hidden 128 --episodes 12000 [--env.train_per_kind 12000 ...]
+        --layers 2 --hidden 128 --episodes 12000 --ply 2 --ply-only [--env.train_per_kind ...]
 
-Reads the plaintiff's first-ply decision (abstain or argue), the one decision the factors alone
-make, from the model's own greedy reply on each held-out triple: up to `"argument": "`, its
-`<think>` block included under `--reasoning checklist` (its own, never the teacher's), then
-whether the argument begins `TERMINATE`. Prints the right-decision rate per kind of triple and
-the separation `argues_arguable - argues_non_arguable`.
+Reads ply `--ply`'s decision (abstain or argue) from the model's own greedy reply on each
+held-out triple, the earlier plies the teacher's: up to `"argument": "`, its `<think>` block
+included under `--reasoning checklist` (its own, never the teacher's), then whether the argument
+begins `TERMINATE`. Prints the right-decision rate per kind of triple, the separation
+`argues_arguable - argues_non_arguable`, and, on the arguable triples, the ply's mean
+`argument_quality` and the share of its citations of a factor the case lacks. Ply 1's decision is
+the one the factors alone make; ply 2 (the defendant's) reads the other side's rows.
 
 With `--warm PATH` it reads a built warm-start (`.lexrl_cache/tiny-…-warm-…`) and trains
 nothing. Otherwise it builds the tiny model at `--layers` x `--hidden` and fine-tunes it as the
@@ -33,6 +35,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lexrl.config import load_config
 from lexrl.envs import make_env
+from lexrl.envs.argument.grounding import argument_quality
+from lexrl.envs.argument.parsing import parse_ply
 from lexrl.envs.base import Env
 from lexrl.models import load_base, tiny_model_dir
 from lexrl.rollout.policy import ScriptedPolicy
@@ -41,34 +45,29 @@ from lexrl.train.warmstart import supervised_finetune
 from lexrl.types import Task
 
 MARKER = '{"argument": "'
-PLY_1, PLY_3 = "Write ply 1 of 3", "Write ply 3 of 3"
-
-
-def is_first_ply(tokenizer: PreTrainedTokenizerBase, row: Row) -> bool:
-    return PLY_1 in tokenizer.decode(row.prompt_ids[-40:])
+Probe = tuple[Task, int, Row]
+"""A teacher turn: its triple, its ply (0, 1, 2) and its row."""
 
 
 def teacher_rows(
     env: Env, tokenizer: PreTrainedTokenizerBase, tasks: list[Task], seed: int
-) -> list[tuple[str, Row]]:
-    """(kind, row) of each trainable turn of the teacher's episodes on `tasks`."""
+) -> list[Probe]:
+    """Each trainable turn of the teacher's MA episodes on `tasks` (one a ply, in order)."""
     rng = random.Random(seed)
 
     async def play():
         out = []
         for task in tasks:
             policy = ScriptedPolicy(tokenizer, task.id, env.teacher(task, rng))
-            out.append((task.gold["kind"], await env.run_episode(task, policy)))
+            out.append((task, await env.run_episode(task, policy)))
         return out
 
     rows = []
-    for kind, trajectory in asyncio.run(play()):
-        for turn in trajectory.turns:
-            if turn.trainable:
-                row = Row(
-                    turn.prompt_ids, turn.completion_ids, turn.logprobs, 1.0, 1.0, 0, turn.role
-                )
-                rows.append((kind, row))
+    for task, trajectory in asyncio.run(play()):
+        turns = [turn for turn in trajectory.turns if turn.trainable]
+        for index, turn in enumerate(turns):
+            row = Row(turn.prompt_ids, turn.completion_ids, turn.logprobs, 1.0, 1.0, 0, turn.role)
+            rows.append((task, index, row))
     return rows
 
 
@@ -94,30 +93,46 @@ def truncated(row: Row, tokenizer: PreTrainedTokenizerBase, extra: int) -> Row:
 
 
 @torch.no_grad()
-def decisions(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, rows: list[tuple[str, Row]]
+def read_ply(
+    env: Env,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    probes: list[Probe],
+    ply: int,
+    max_new_tokens: int,
 ) -> dict[str, float]:
-    """The plaintiff's first-ply decision per kind, read from the model's own greedy reply up to
-    the argument's first token (its own `<think>` block included, never the teacher's), and the
-    separation `argues_arguable - argues_non_arguable`."""
+    """Ply `ply`'s decision per kind, read from the model's own greedy reply up to the
+    argument's first token (its own `<think>` block included, never the teacher's); the
+    separation `argues_arguable - argues_non_arguable`; and on arguable triples the mean
+    `argument_quality` of the parsed reply and its citations of factors their case lacks."""
     right, argues = defaultdict(list), defaultdict(list)
+    quality, lacking, cited = [], 0, 0
     model.eval()
-    for kind, row in rows:
-        if row.role != "plaintiff" or not is_first_ply(tokenizer, row):
+    for task, index, row in probes:
+        if index != ply:
             continue
+        kind = task.gold["kind"]
         gold_abstains = '"abstain": true' in tokenizer.decode(row.completion_ids)
-        output = model.generate(torch.tensor([row.prompt_ids]), max_new_tokens=96, do_sample=False)[
-            0, len(row.prompt_ids) :
-        ]
+        output = model.generate(
+            torch.tensor([row.prompt_ids]), max_new_tokens=max_new_tokens, do_sample=False
+        )[0, len(row.prompt_ids) :]
         reply = tokenizer.decode(output, skip_special_tokens=True)
         _, marker, argument = reply.partition(MARKER)
         abstains = not marker or argument.startswith("TERMINATE")
         right[f"right_{kind}"].append(abstains == gold_abstains)
         argues[kind].append(not abstains)
+        if kind == "arguable" and not gold_abstains:
+            scenario, parsed = env.scenario(task), parse_ply(reply)
+            quality.append(argument_quality(scenario, ply, parsed))
+            for case, ids in parsed.factors.items():
+                cited += len(set(ids))
+                lacking += len(set(ids) - set(scenario.case(case)))
     out = {k: sum(v) / len(v) for k, v in sorted(right.items())}
     out["separation"] = sum(argues["arguable"]) / len(argues["arguable"]) - sum(
         argues["non_arguable"]
     ) / len(argues["non_arguable"])
+    out["argument_quality_arguable"] = sum(quality) / max(len(quality), 1)
+    out["cites_a_factor_its_case_lacks"] = lacking / max(cited, 1)
     return out
 
 
@@ -132,10 +147,9 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=None, help="default: the config's")
     parser.add_argument("--decision-only", action="store_true")
     parser.add_argument("--extra", type=int, default=4, help="tokens kept after the decision")
+    parser.add_argument("--ply", type=int, default=1, choices=(1, 2, 3), help="the ply read")
     parser.add_argument(
-        "--first-ply-only",
-        action="store_true",
-        help="train on the plaintiff's first ply alone: the one decision the factors decide",
+        "--ply-only", action="store_true", help="train on the rows of the ply read alone"
     )
     parser.add_argument("--reasoning", default=None, help="env.reasoning (default: the config's)")
     parser.add_argument("--out", help="append the result as a JSON line here")
@@ -155,9 +169,7 @@ def main() -> None:
             model_config, path=tiny_model_dir(model_config, env.text_corpus())
         )
         train = teacher_rows(env, tokenizer, env.warmstart_tasks()[: args.episodes], seed=0)
-        rows = [row for _, row in train]
-        if args.first_ply_only:
-            rows = [row for row in rows if is_first_ply(tokenizer, row)]
+        rows = [row for _, index, row in train if not args.ply_only or index == args.ply - 1]
         if args.decision_only:
             rows = [truncated(row, tokenizer, args.extra) for row in rows]
         warm = dataclasses.replace(
@@ -174,7 +186,12 @@ def main() -> None:
         "variant": {k: v for k, v in vars(args).items() if k not in ("config", "out")},
         "overrides": config_overrides,
         "minutes": round((time.time() - start) / 60, 1),
-        **{k: round(v, 3) for k, v in decisions(model, tokenizer, held_out).items()},
+        **{
+            k: round(v, 3)
+            for k, v in read_ply(
+                env, model, tokenizer, held_out, args.ply - 1, config.rollout.max_new_tokens
+            ).items()
+        },
     }
     print(json.dumps(result, indent=1))
     if args.out:

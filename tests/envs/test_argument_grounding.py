@@ -120,10 +120,11 @@ def test_the_teachers_triple_earns_full_utilisation_and_a_dump_earns_little():
     assert triple_components(TABLE_1, shared)["utilisation"] == 0.0
 
 
-@pytest.mark.parametrize("layout", ["inline", "by_side", "by_factor"])
+@pytest.mark.parametrize("ply", [0, 1, 2])
+@pytest.mark.parametrize("layout", ["inline", "by_side", "by_factor", "by_factor_arguer"])
 @pytest.mark.parametrize("names", [True, False])
-def test_the_rules_read_the_cases_as_the_prompt_prints_them(names, layout):
-    prompt = render_cases(to_task(TABLE_1).inputs, names, layout)
+def test_the_rules_read_the_cases_as_the_prompt_prints_them(names, layout, ply):
+    prompt = render_cases(to_task(TABLE_1).inputs, names, layout, ply)
     factors, winners = read_cases(prompt)
     cases = {"c1": TABLE_1.c1, "c2": TABLE_1.c2, "c3": TABLE_1.c3}
     assert {case: sorted(ids) for case, ids in factors.items()} == {
@@ -153,6 +154,19 @@ def test_by_factor_names_in_one_row_every_case_that_has_the_factor(names):
         assert lines[2] == "pro-defendant factors: F5 c1 - c3; F16 - c2 -; F23 c1 - -"
     else:
         assert lines[1].startswith(f"pro-plaintiff factors: F2 {FACTORS['F2'].name} - c2 c3; ")
+
+
+def test_by_factor_arguer_puts_the_arguers_precedent_next_to_c1():
+    # The defendant's rows read "c1 c3" where they share a factor, as the plaintiff's "c1 c2".
+    inputs = to_task(TABLE_1).inputs
+    plaintiff, defendant, rebuttal = (
+        render_cases(inputs, False, "by_factor_arguer", ply).splitlines() for ply in range(3)
+    )
+    assert plaintiff == rebuttal
+    assert plaintiff[0] == defendant[0]
+    assert plaintiff[2] == "pro-defendant factors (c1 c2 c3): F5 c1 - c3; F16 - c2 -; F23 c1 - -"
+    assert defendant[1] == "pro-plaintiff factors (c1 c3 c2): F2 - c3 c2; F4 c1 - c2; F12 - c3 -"
+    assert defendant[2] == "pro-defendant factors (c1 c3 c2): F5 c1 c3 -; F16 - - c2; F23 c1 - -"
 
 
 def test_an_unknown_factor_layout_is_refused_by_its_key():

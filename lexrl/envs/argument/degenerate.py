@@ -75,7 +75,7 @@ _CASE_LINE = re.compile(
 )
 _FACTOR_ID = re.compile(r"\bF\d+\b")
 _WINNER = re.compile(r"\b(c[23]) \(precedent\) was decided for the (\w+)")
-_FACTOR_ROW = re.compile(r"\b(F\d+)\b[^;:\n]*? (c1|-) (c2|-) (c3|-)(?=;|$)", re.M)
+_FACTOR_ROW = re.compile(r"\b(F\d+)\b[^;:\n]*? (c1|-) (c[23]|-) (c[23]|-)(?=;|$)", re.M)
 _PLY_REQUEST = re.compile(r"Write ply (\d) of 3")
 _EARLIER_PLY = re.compile(r"^Ply \d \([^)]*\): (.*)$", re.M)
 _PRECEDENT = ("c2", "c3", "c2")
@@ -87,10 +87,10 @@ def read_cases(prompt: str) -> tuple[dict[str, list[str]], dict[str, str]]:
     """The factor ids of c1, c2, c3 and the precedents' winners ("plaintiff" / "defendant") as
     the prompt prints them."""
     factors, winners = {}, dict(_WINNER.findall(prompt))
-    if winners:  # `factor_layout: by_factor`
+    if winners:  # `factor_layout: by_factor` or `by_factor_arguer`
         factors = {case: [] for case in CASES}
-        for factor, *columns in _FACTOR_ROW.findall(prompt):
-            for case in columns:
+        for factor, *cells in _FACTOR_ROW.findall(prompt):
+            for case in cells:
                 if case != "-":
                     factors[case].append(factor)
         return factors, winners

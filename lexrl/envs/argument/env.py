@@ -145,10 +145,13 @@ def load_prompt(name: str) -> str:
     return prompt_text("lexrl.envs.argument", name)
 
 
-def render_cases(inputs: dict[str, Any], names: bool = True, layout: str = "inline") -> str:
+def render_cases(
+    inputs: dict[str, Any], names: bool = True, layout: str = "inline", ply: int | None = None
+) -> str:
     """The three cases as the agents see them: factor id, name (unless `names` is false) and
     the side it favours (after each id, or heading the ids of its side: `layout`), and each
-    precedent's outcome."""
+    precedent's outcome. `ply` (0, 1 or 2) is the ply whose arguer reads them, which orders the
+    columns of `by_factor_arguer`."""
 
     def named(f: str) -> str:
         return f"{f}{' ' + FACTORS[f].name if names else ''}"
@@ -172,6 +175,8 @@ def render_cases(inputs: dict[str, Any], names: bool = True, layout: str = "inli
 
     if layout == "by_factor":
         return by_factor(inputs, named)
+    if layout == "by_factor_arguer":
+        return by_factor(inputs, named, arguer_columns(ply))
     return (
         f"c1 (current case, undecided): {factors(inputs['c1'])}\n"
         f"c2 (precedent, decided for {_SIDES[inputs['c2_outcome']]}): {factors(inputs['c2'])}\n"
@@ -179,23 +184,38 @@ def render_cases(inputs: dict[str, Any], names: bool = True, layout: str = "inli
     )
 
 
-def by_factor(inputs: dict[str, Any], named: Callable[[str], str]) -> str:
+def arguer_columns(ply: int | None) -> tuple[str, ...]:
+    """c1, the precedent ply `ply` argues from, the other precedent: the defendant (ply 1)
+    reads c1 c3 c2, so that the rows it analogises on read "c1 c3" as the plaintiff's read
+    "c1 c2"; (c1, c2, c3) when no ply is given."""
+    return ("c1", "c3", "c2") if ply == 1 else CASES
+
+
+def by_factor(
+    inputs: dict[str, Any], named: Callable[[str], str], columns: tuple[str, ...] | None = None
+) -> str:
     """The cases transposed: each factor any case has, under its side in number order, then the
     cases that have it in fixed columns, "F4 c1 c2 -", so whether two cases share a factor is
-    read from one row instead of looked up from one list in another."""
+    read from one row instead of looked up from one list in another. With `columns` the columns
+    come in that order and each side's heading names it: "pro-defendant factors (c1 c3 c2):
+    F5 c1 c3 -"."""
+    order = columns or CASES
     rows = {
         side: [
-            f"{named(f)} " + " ".join(case if f in inputs[case] else "-" for case in CASES)
+            f"{named(f)} " + " ".join(case if f in inputs[case] else "-" for case in order)
             for f in sorted(set().union(*(inputs[case] for case in CASES)), key=factor_number)
             if FACTORS[f].favors == side
         ]
         for side in _FAVOURS
     }
+    heading = f" ({' '.join(order)})" if columns else ""
     return (
         f"c1 (current case) is undecided; c2 (precedent) was decided for "
         f"{_SIDES[inputs['c2_outcome']]}; c3 (precedent) was decided for "
         f"{_SIDES[inputs['c3_outcome']]}.\n"
-        + "\n".join(f"{_FAVOURS[side]} factors: {'; '.join(rows[side]) or 'none'}" for side in rows)
+        + "\n".join(
+            f"{_FAVOURS[side]} factors{heading}: {'; '.join(rows[side]) or 'none'}" for side in rows
+        )
     )
 
 
@@ -359,8 +379,9 @@ class ArgumentEnv(Env):
         texts = list(self.prompts.values())
         for task in self.tasks("train")[:300]:
             scenario = self.scenario(task)
-            texts.append(
-                render_cases(task.inputs, self.config.factor_names, self.config.factor_layout)
+            texts += dict.fromkeys(
+                render_cases(task.inputs, self.config.factor_names, self.config.factor_layout, ply)
+                for ply in range(len(ARGUERS))
             )
             texts += [teacher_text(ply) for ply in teacher_plies(scenario)]
             if self.config.reasoning == "checklist":
@@ -375,7 +396,9 @@ class ArgumentEnv(Env):
 
     def ply_message(self, task: Task, index: int, earlier: list[PlyRecord]) -> str:
         """The user message of ply `index`: the cases, the earlier plies' texts, the request."""
-        parts = [render_cases(task.inputs, self.config.factor_names, self.config.factor_layout)]
+        parts = [
+            render_cases(task.inputs, self.config.factor_names, self.config.factor_layout, index)
+        ]
         for record in earlier:
             parts.append(f"Ply {record.index + 1} ({PLY_TITLES[record.index]}): {_text(record)}")
         parts.append(f"Write ply {index + 1} of 3: {PLY_TITLES[index]}.")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
 KINDS = ("arguable", "mismatched", "non_arguable")
 """The scenario kinds of a triple (Zhang and Ashley 2025, sec. 4.2)."""
-FACTOR_LAYOUTS = ("inline", "by_side", "by_factor")
+FACTOR_LAYOUTS = ("inline", "by_side", "by_factor", "by_factor_arguer")
 REASONING = ("none", "checklist")
 GENERATORS = ("authors", "anchored")
 """How generated triples are drawn (`lexrl.envs.argument.scenarios`): the authors' generator
@@ -74,7 +74,11 @@ class ArgumentEnvConfig(EnvConfig):
     it in fixed columns, "pro-plaintiff factors: F4 c1 c2 -; F6 c1 - -", so that two cases
     share a factor where one row names both (whether a ply can be grounded is otherwise a
     lookup of one case's ids in another's list, which the 2-layer model learns only slowly;
-    transposed, the CPU demo's warm-start learns the decision, docs/benchmarks.md)."""
+    transposed, the CPU demo's warm-start learns the decision, docs/benchmarks.md).
+    `by_factor_arguer`: as `by_factor`, the columns in the order of the ply's arguer, c1 then
+    its own precedent, named in each side's heading: the defendant reads "pro-defendant factors
+    (c1 c3 c2): F5 c1 c3 -", so the factors it analogises on are two adjacent cells, as the
+    plaintiff's are in "F4 c1 c2 -"."""
     reasoning: str = "none"
     """What an arguer writes before its JSON: `none`, or `checklist`, a `<think>` block that
     checks each of c1's factors on its side against its precedent, one at a time, before it
