@@ -3,7 +3,7 @@ baselines, in one report with bootstrap 95% intervals.
 
 - MAS stage (LegalMALR Table 7): the pool, best first, cut to `mas_k` (14): Recall and Hit.
 - End to end: the pool re-ordered by the final LLM reranker when one is configured (else the pool
-  order), scored at every K of `env.eval.ks` with Recall, MRR, nDCG and Hit (ranx).
+  order), scored at every K of `env.eval.ks` with Recall, MRR, nDCG and Hit (trec_eval).
 - Baselines on the raw query: BM25 (lexrl's and the STARD authors' scorer), dense, dense + the
   light reranker.
 With several samples a task, a task's value is the mean over its samples; intervals resample tasks.
