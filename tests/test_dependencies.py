@@ -146,3 +146,21 @@ def test_making_an_env_and_verifying_a_checkpoint_import_no_torch() -> None:
     ).stdout.split()
     assert {"lexrl.envs.statute.env", "lexrl.envs.argument.env"} <= set(loaded)
     assert not {"torch", "transformers", "peft", "accelerate"} & set(loaded)
+
+
+def test_a_statute_evaluation_without_an_endpoint_imports_no_http_client_library() -> None:
+    # openai costs a process a second to import; only a configured final reranker, judge or
+    # endpoint retriever makes a client.
+    script = (
+        "import sys\n"
+        "from lexrl.envs import make_env\n"
+        "from lexrl.envs.statute import report\n"
+        "from lexrl.envs.statute.options import StatuteEnvConfig\n"
+        "make_env(StatuteEnvConfig())\n"
+        "print(' '.join(sys.modules))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "lexrl.envs.statute.report" in loaded
+    assert "openai" not in loaded

@@ -28,14 +28,16 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import httpx
-import openai
 
 from lexrl.rewards import reference_judge
 from lexrl.rewards.judge_config import JudgeConfig
 from lexrl.secrets import check_url, resolve_api_key, scrub, write_text
+
+if TYPE_CHECKING:
+    import openai
 
 T = TypeVar("T")
 
@@ -138,6 +140,9 @@ def make_async_client(
     """The one place chat clients are built, so the transport retries are the openai client's
     (and a URL carrying credentials is refused here too, however it was configured)."""
     check_url(base_url, "a chat endpoint's `base_url`")
+    # Imported here: the client costs every process that imports an env a second otherwise.
+    import openai
+
     return openai.AsyncOpenAI(
         base_url=base_url,
         api_key=api_key,
@@ -162,6 +167,8 @@ async def ask_until_parsed(
     JudgeParseError (the refused reply and `reask(reason)` are appended to the conversation) or
     the answer is a malformed completion (the same conversation is sent again). Transport
     failures left after the client's own retries end the exchange with an error."""
+    import openai
+
     replies: list[str] = []
     refused: str | None = None
     failure = ""

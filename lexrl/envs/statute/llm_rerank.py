@@ -17,13 +17,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import httpx
-import openai
 
 from lexrl.envs.statute.options import FinalRerankerConfig
 from lexrl.rewards.judge import JudgeParseError, ask_until_parsed, make_async_client
 from lexrl.secrets import resolve_api_key
+
+if TYPE_CHECKING:
+    import openai
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 REASK = 'That reply was refused ({}). Answer with JSON only: {{"indices": [...]}}'
