@@ -148,7 +148,7 @@ def test_making_an_env_and_verifying_a_checkpoint_import_no_torch() -> None:
     assert not {"torch", "transformers", "peft", "accelerate"} & set(loaded)
 
 
-def test_a_statute_evaluation_without_an_endpoint_imports_no_http_client_library() -> None:
+def test_a_statute_evaluation_without_an_endpoint_imports_no_openai() -> None:
     # openai costs a process a second to import; only a configured final reranker, judge or
     # endpoint retriever makes a client.
     script = (

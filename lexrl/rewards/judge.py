@@ -140,7 +140,7 @@ def make_async_client(
     """The one place chat clients are built, so the transport retries are the openai client's
     (and a URL carrying credentials is refused here too, however it was configured)."""
     check_url(base_url, "a chat endpoint's `base_url`")
-    # Imported here: the client costs every process that imports an env a second otherwise.
+    # Imported here, not at the top: its import cost every process that imports an env a second.
     import openai
 
     return openai.AsyncOpenAI(

@@ -52,7 +52,7 @@ def per_query_metrics(
 ) -> dict[str, dict[str, float]]:
     """metric name -> query id -> value, for every query of `gold` with a non-empty gold set.
 
-    rankings: query id -> document ids, best first (a repeated id keeps its lowest rank);
+    rankings: query id -> document ids, best first (a repeated id counts at its first place);
     gold: query id -> relevant document ids; names: `recall@10`, `hit_rate@14`, ...
     """
     parsed = {name: _parse(name) for name in names}
