@@ -55,7 +55,10 @@ class FlakyJudge:
                 owner.requests += 1
                 fault = owner.script.pop(0) if owner.script else "ok"
                 if fault == "slow":
+                    # No reply: the client has given up, and writing to its closed socket
+                    # would print a BrokenPipeError into the test log.
                     time.sleep(3 * TIMEOUT_S)
+                    return None
                 if fault == "500":
                     # A tiny Retry-After keeps the openai client's backoff (0.5 s and up) out.
                     body = b'{"error": "overloaded"}'
