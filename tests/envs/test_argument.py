@@ -274,6 +274,30 @@ def test_options_are_checked_and_splits_come_from_disjoint_seeds():
     assert env.stats()["test"]["by_kind"] == {"arguable": 6, "mismatched": 6, "non_arguable": 6}
 
 
+def test_a_prompts_folder_replaces_the_prompts_it_holds_and_is_checked(tmp_path, tokenizer):
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    (folder / "defendant.txt").write_text("Defendant's lawyer: ply 2, as JSON.\n")
+    load_env("argument", workflow="MA", prompts_dir=str(folder))
+    env = small_env(workflow="MA", prompts_dir=str(folder))
+    task = env.tasks("test")[0]
+    trajectory, _ = play(env, task, tokenizer, lambda role, messages: '{"argument": "x"}')
+    prompts = {turn.role: tokenizer.decode(turn.prompt_ids) for turn in trajectory.turns}
+    built_in = small_env(workflow="MA").prompts
+    assert "Defendant's lawyer: ply 2, as JSON." in prompts["defendant"]
+    assert built_in["defendant"].strip() not in prompts["defendant"]
+    assert built_in["plaintiff"].strip() in prompts["plaintiff"]
+    (folder / "defendent.txt").write_text("a typo\n")
+    with pytest.raises(ConfigError, match=r"`env.prompts_dir`: .*defendent.txt is not a prompt"):
+        load_env("argument", prompts_dir=str(folder))
+    (folder / "defendent.txt").unlink()
+    (folder / "plaintiff.txt").write_text("  \n")
+    with pytest.raises(ConfigError, match=r"plaintiff.txt is empty"):
+        load_env("argument", prompts_dir=str(folder))
+    with pytest.raises(ConfigError, match=r"`env.prompts_dir`: .*missing is not a folder"):
+        load_env("argument", prompts_dir=str(tmp_path / "missing"))
+
+
 def test_a_scenario_file_is_the_test_split(tmp_path):
     from lexrl.envs.argument.scenarios import scenario_to_json
 

@@ -43,7 +43,7 @@ from lexrl.envs.argument.metrics import (
     markdown_table,
     score_triple,
 )
-from lexrl.envs.argument.options import ArgumentEnvConfig
+from lexrl.envs.argument.options import PROMPTS, ArgumentEnvConfig, prompt_files
 from lexrl.envs.argument.parsing import (
     ParsedPly,
     Verdict,
@@ -289,18 +289,9 @@ class ArgumentEnv(Env):
             "over_abstention": -config.over_abstention_penalty,
             "failed_abstention": -config.failed_abstention_penalty,
         }
-        self.prompts = {
-            name: load_prompt(name)
-            for name in (
-                "single",
-                "single_ep",
-                "plaintiff",
-                "defendant",
-                "analyst",
-                "polisher",
-                "extractor",
-            )
-        }
+        self.prompts = {name: load_prompt(name) for name in PROMPTS}
+        if config.prompts_dir is not None:
+            self.prompts.update(prompt_files(config.prompts_dir, "env.prompts_dir"))
         if config.reasoning == "checklist":
             for arguer in ("plaintiff", "defendant"):
                 self.prompts[arguer] = f"{self.prompts[arguer].rstrip()}\n{CHECKLIST_INSTRUCTION}"

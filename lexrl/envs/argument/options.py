@@ -4,6 +4,7 @@ Manipulation and Enhancing Persuasion", arXiv:2506.02992: reflective multi-agent
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lexrl.errors import ConfigError
@@ -23,6 +24,8 @@ GENERATORS = ("authors", "anchored")
 """How generated triples are drawn (`lexrl.envs.argument.scenarios`): the authors' generator
 (precedents built from the current case's factors, docs/sources.md) or lexrl's first one
 (one shared factor anchored per precedent, the rest at random)."""
+PROMPTS = ("single", "single_ep", "plaintiff", "defendant", "analyst", "polisher", "extractor")
+"""The env's prompt files (`lexrl/envs/argument/prompts/<name>.txt`), one per role or workflow."""
 MISMATCHED_MODES = ("flip_outcomes", "swap_precedents")
 """How a mismatched triple is made from the arguable one of the same seed: its outcomes flipped
 (lexrl's default), or its precedents swapped with their outcomes (the authors' generator)."""
@@ -101,6 +104,14 @@ class ArgumentEnvConfig(EnvConfig):
     (`warmstart.enabled`). Leaving out `mismatched`, so that abstaining where the precedents'
     outcomes do not fit must come from the reward, made the CPU demo's small model collapse to
     always abstaining: those triples were GRPO's only steady signal (docs/benchmarks.md)."""
+    prompts_dir: str | None = None
+    """A folder of prompt files read in place of the built-in ones, named as they are
+    (`plaintiff.txt`, `defendant.txt`, `analyst.txt`, `polisher.txt`, `single.txt`,
+    `single_ep.txt`, `extractor.txt`); a prompt without a file there stays the built-in one.
+    For ablating the instructions, or for a model trained from random weights, which cannot
+    read them: the role instructions are about 360 of the 465-747 tokens of the CPU demo's
+    prompts, and one-line ones run its warm-start 2.5x faster (docs/benchmarks.md). A changed
+    prompt changes the warm-start's tokens, so its cache entry is built anew."""
     analyst: str = "policy"
     """Who plays RMA's factor analyst and argument polisher: `policy` (trainable roles) or
     `judge` (the fixed external model of `judges[0]`, through the judge client; its replies are
@@ -201,7 +212,32 @@ class ArgumentEnvConfig(EnvConfig):
                     f"`{path}.{key}` has {sorted(unknown)}; expected some of {', '.join(KINDS)}"
                 )
 
+        if self.prompts_dir is not None:
+            prompt_files(self.prompts_dir, f"{path}.prompts_dir")
+
     def build(self) -> Env:
         from lexrl.envs.argument.env import ArgumentEnv
 
         return ArgumentEnv.from_config(self)
+
+
+def prompt_files(folder: str, key: str) -> dict[str, str]:
+    """The prompts a `prompts_dir` folder replaces, by name; a missing folder, a file that is no
+    prompt of this env, or one that is empty or not UTF-8 is a config error naming it."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ConfigError(f"`{key}`: {folder} is not a folder")
+    texts = {}
+    for file in sorted(root.iterdir()):
+        if file.stem not in PROMPTS or file.suffix != ".txt":
+            raise ConfigError(
+                f"`{key}`: {file} is not a prompt of this env; expected some of "
+                + ", ".join(f"{name}.txt" for name in PROMPTS)
+            )
+        try:
+            texts[file.stem] = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"`{key}`: cannot read {file}: {error}") from error
+        if not texts[file.stem].strip():
+            raise ConfigError(f"`{key}`: {file} is empty")
+    return texts
