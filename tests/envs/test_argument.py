@@ -278,6 +278,7 @@ def test_a_prompts_folder_replaces_the_prompts_it_holds_and_is_checked(tmp_path,
     folder = tmp_path / "prompts"
     folder.mkdir()
     (folder / "defendant.txt").write_text("Defendant's lawyer: ply 2, as JSON.\n")
+    (folder / ".DS_Store").write_bytes(b"\x00\x01")
     load_env("argument", workflow="MA", prompts_dir=str(folder))
     env = small_env(workflow="MA", prompts_dir=str(folder))
     task = env.tasks("test")[0]

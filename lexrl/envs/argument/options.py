@@ -223,12 +223,15 @@ class ArgumentEnvConfig(EnvConfig):
 
 def prompt_files(folder: str, key: str) -> dict[str, str]:
     """The prompts a `prompts_dir` folder replaces, by name; a missing folder, a file that is no
-    prompt of this env, or one that is empty or not UTF-8 is a config error naming it."""
+    prompt of this env (hidden files aside), or one that is empty or not UTF-8 is a config error
+    naming it."""
     root = Path(folder)
     if not root.is_dir():
         raise ConfigError(f"`{key}`: {folder} is not a folder")
     texts = {}
     for file in sorted(root.iterdir()):
+        if file.name.startswith("."):  # an editor's or a file manager's, not a prompt
+            continue
         if file.stem not in PROMPTS or file.suffix != ".txt":
             raise ConfigError(
                 f"`{key}`: {file} is not a prompt of this env; expected some of "
