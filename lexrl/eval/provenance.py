@@ -44,7 +44,7 @@ def _or_none(gather: Callable[..., T], *args: Any) -> T | None:
 
 def provenance(config: Config, checkpoint: str | None) -> dict[str, Any]:
     """The provenance block of one evaluation, JSON-ready: {lexrl: {version, git}, config,
-    config_sha256, policy, sampling, caps, seeds, checkpoint, libraries, machine}."""
+    config_sha256, policy, sampling, caps, prompts, seeds, checkpoint, libraries, machine}."""
     resolved = config_dict(config)
     return {
         "lexrl": {
@@ -55,6 +55,7 @@ def provenance(config: Config, checkpoint: str | None) -> dict[str, Any]:
         "policy": policy_source(config),
         "sampling": sampling(config),
         "caps": caps(config),
+        "prompts": _or_none(prompt_files, config),
         "seeds": {"run.seed": config.run.seed, "eval.seed": config.eval.seed},
         "checkpoint": _or_none(checkpoint_identity, checkpoint),
         "libraries": library_versions(),
@@ -154,6 +155,19 @@ def caps(config: Config) -> dict[str, Any]:
         "rollout.ignore_eos": config.rollout.ignore_eos,
         **env_options(config, "max_new_tokens"),
     }
+
+
+def prompt_files(config: Config) -> dict[str, dict[str, str]]:
+    """The sha256 of each file in the evaluated envs' prompt folders (every `*.prompts_dir` set),
+    by option and file name: the config names a folder, whose files can change under it."""
+    found: dict[str, dict[str, str]] = {}
+    for key, folder in env_options(config, "prompts_dir").items():
+        found[key] = {
+            file.name: hashlib.sha256(file.read_bytes()).hexdigest()
+            for file in sorted(Path(folder).iterdir())
+            if file.is_file() and not file.name.startswith(".")
+        }
+    return found
 
 
 def checkpoint_identity(checkpoint: str | None) -> dict[str, str | None] | None:

@@ -8,6 +8,7 @@ import subprocess
 import yaml
 
 from lexrl.config import Config
+from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.debate.options import DebateEnvConfig
 from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.mixture_options import MixEnvConfig, MixMember
@@ -32,6 +33,7 @@ KEYS = [
     "policy",
     "sampling",
     "caps",
+    "prompts",
     "seeds",
     "checkpoint",
     "libraries",
@@ -50,6 +52,18 @@ def test_the_block_has_every_field_and_the_hash_is_of_its_config():
     assert block["seeds"] == {"run.seed": 0, "eval.seed": 1234}
     assert block["checkpoint"] is None
     json.dumps(block)  # JSON-ready as it is
+
+
+def test_a_prompts_folder_is_recorded_by_the_hash_of_each_file(tmp_path):
+    (tmp_path / "plaintiff.txt").write_text("Plaintiff's lawyer.\n")
+    (tmp_path / ".DS_Store").write_bytes(b"\0")
+    config = Config()
+    assert provenance(config, None)["prompts"] == {}
+    config.env = ArgumentEnvConfig(prompts_dir=str(tmp_path))
+    digest = hashlib.sha256(b"Plaintiff's lawyer.\n").hexdigest()
+    assert provenance(config, None)["prompts"] == {"env.prompts_dir": {"plaintiff.txt": digest}}
+    (tmp_path / "plaintiff.txt").write_text("Plaintiff's counsel.\n")
+    assert provenance(config, None)["prompts"]["env.prompts_dir"]["plaintiff.txt"] != digest
 
 
 def test_another_config_has_another_hash():

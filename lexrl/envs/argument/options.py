@@ -109,9 +109,9 @@ class ArgumentEnvConfig(EnvConfig):
     (`plaintiff.txt`, `defendant.txt`, `analyst.txt`, `polisher.txt`, `single.txt`,
     `single_ep.txt`, `extractor.txt`); a prompt without a file there stays the built-in one.
     For ablating the instructions, or for a model trained from random weights, which cannot
-    read them: the role instructions are about 360 of the 465-747 tokens of the CPU demo's
-    prompts, and one-line ones run its warm-start 2.5x faster (docs/benchmarks.md). A changed
-    prompt changes the warm-start's tokens, so its cache entry is built anew."""
+    read them and for which they are most of each prompt's tokens (docs/benchmarks.md has
+    what they cost the CPU demo). A changed prompt changes the warm-start's tokens, so its cache
+    entry is built anew; a report's provenance records each file's sha256."""
     analyst: str = "policy"
     """Who plays RMA's factor analyst and argument polisher: `policy` (trainable roles) or
     `judge` (the fixed external model of `judges[0]`, through the judge client; its replies are
