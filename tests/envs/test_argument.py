@@ -4,6 +4,7 @@ kept out of prompts, RMA's analyst and polisher, per-role rewards, the external 
 import asyncio
 import json
 import random
+import re
 
 import pytest
 from transformers import AutoTokenizer
@@ -274,7 +275,9 @@ def test_options_are_checked_and_splits_come_from_disjoint_seeds():
     assert env.stats()["test"]["by_kind"] == {"arguable": 6, "mismatched": 6, "non_arguable": 6}
 
 
-def test_a_prompts_folder_replaces_the_prompts_it_holds_and_is_checked(tmp_path, tokenizer):
+def test_a_prompts_folder_replaces_the_prompts_it_holds_and_is_checked(
+    tmp_path, tokenizer, monkeypatch
+):
     folder = tmp_path / "prompts"
     folder.mkdir()
     (folder / "defendant.txt").write_text("Defendant's lawyer: ply 2, as JSON.\n")
@@ -297,6 +300,10 @@ def test_a_prompts_folder_replaces_the_prompts_it_holds_and_is_checked(tmp_path,
         load_env("argument", prompts_dir=str(folder))
     with pytest.raises(ConfigError, match=r"`env.prompts_dir`: .*missing is not a folder"):
         load_env("argument", prompts_dir=str(tmp_path / "missing"))
+    monkeypatch.chdir(tmp_path)
+    where = re.escape(f"missing is not a folder (a relative path is read from {tmp_path})")
+    with pytest.raises(ConfigError, match=where):
+        load_env("argument", prompts_dir="missing")
 
 
 def test_a_scenario_file_is_the_test_split(tmp_path):

@@ -227,7 +227,8 @@ def prompt_files(folder: str, key: str) -> dict[str, str]:
     naming it."""
     root = Path(folder)
     if not root.is_dir():
-        raise ConfigError(f"`{key}`: {folder} is not a folder")
+        where = "" if root.is_absolute() else f" (a relative path is read from {Path.cwd()})"
+        raise ConfigError(f"`{key}`: {folder} is not a folder{where}")
     texts = {}
     for file in sorted(root.iterdir()):
         if file.name.startswith("."):  # an editor's or a file manager's, not a prompt
