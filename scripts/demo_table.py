@@ -10,7 +10,8 @@ plays the env's degenerate policies on the same held-out tasks under the config'
 Prints Markdown: per seed the reward and `task_score` before and after, the right-decision rate
 per kind and its paired change, the separation `argues_arguable - argues_non_arguable` with the
 95% interval of its change (the two kinds' paired changes resampled each over its own triples),
-and how many degenerate policies the trained policy beats with 95% confidence, paired.
+and how many degenerate policies the trained policy beats with 95% confidence, paired; then a
+row per degenerate policy with each run's paired reward difference against it and the verdict.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def main() -> None:
         "| separation | beats each degenerate policy (reward) | (task_score) |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    not_beaten = {}
+    not_beaten, verdicts = {}, {}
     for run in args.runs:
         before, after = (
             read_task_means(run / f"eval_{w}.jsonl", keys)[""] for w in ("before", "after")
@@ -99,6 +100,7 @@ def main() -> None:
         )
         for measure in ("reward", "task_score"):
             each = against_each(after, audit_rows, measure)
+            verdicts[run, measure] = each
             missed = [v for v in each if v.verdict != BEATS]
             not_beaten[run, measure] = missed
             cells.append(f"{len(each) - len(missed)} of {len(each)}")
@@ -114,14 +116,32 @@ def main() -> None:
                 f"- {run.name}, {measure}: not above `{verdict.policy}` ({verdict.value:.3f}): "
                 f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}], {verdict.verdict}"
             )
-    best = sorted(
-        ((row.mean_reward, row.policy) for row in audit_rows if row.mean_reward is not None),
-        reverse=True,
-    )
-    print(
-        "\nThe policies' rewards on these triples: "
-        + ", ".join(f"{p} {v:.3f}" for v, p in best[:6])
-    )
+    print_each_policy(args.runs, verdicts)
+
+
+def print_each_policy(runs: list[Path], verdicts: dict) -> None:
+    """A row per degenerate policy, best first: its reward on the held-out triples and, per run,
+    the trained policy's paired reward difference against it [95% CI] and the verdict."""
+    by_policy: dict[str, dict[Path, object]] = {}
+    for run in runs:
+        for verdict in verdicts[run, "reward"]:
+            by_policy.setdefault(verdict.policy, {})[run] = verdict
+    print("\n| degenerate policy | its reward | " + " | ".join(run.name for run in runs) + " |")
+    print("|---|---:|" + "---|" * len(runs))
+    order = sorted(by_policy, key=lambda p: -next(iter(by_policy[p].values())).value)
+    for policy in order:
+        cells = []
+        for run in runs:
+            verdict = by_policy[policy].get(run)
+            d = verdict.paired if verdict else None
+            cells.append(
+                f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] {verdict.verdict}"
+                if d
+                else "-"
+            )
+        value = next(iter(by_policy[policy].values())).value
+        print(f"| `{policy}` | {value:.3f} | " + " | ".join(cells) + " |")
+    print("\nEach run's cell: trained policy - degenerate policy, reward, paired over triples.")
 
 
 if __name__ == "__main__":
