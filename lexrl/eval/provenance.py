@@ -55,7 +55,7 @@ def provenance(config: Config, checkpoint: str | None) -> dict[str, Any]:
         "policy": policy_source(config),
         "sampling": sampling(config),
         "caps": caps(config),
-        "prompts": _or_none(prompt_files, config),
+        "prompts": _or_none(prompt_digests, config),
         "seeds": {"run.seed": config.run.seed, "eval.seed": config.eval.seed},
         "checkpoint": _or_none(checkpoint_identity, checkpoint),
         "libraries": library_versions(),
@@ -157,7 +157,7 @@ def caps(config: Config) -> dict[str, Any]:
     }
 
 
-def prompt_files(config: Config) -> dict[str, dict[str, str]]:
+def prompt_digests(config: Config) -> dict[str, dict[str, str]]:
     """The sha256 of each file in the evaluated envs' prompt folders (every `*.prompts_dir` set),
     by option and file name: the config names a folder, whose files can change under it."""
     found: dict[str, dict[str, str]] = {}
