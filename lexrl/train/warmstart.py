@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
+from tqdm.auto import tqdm, trange
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lexrl.cache_entry import entry_lock, is_built
@@ -57,7 +57,8 @@ def scripted_rows(
 
     async def play() -> list:
         episodes = []
-        for index in range(num_episodes):
+        # A large warm-start plays its teacher for minutes before the first SFT step.
+        for index in trange(num_episodes, desc="warm-start (teacher episodes)", leave=False):
             task = tasks[index % len(tasks)]
             policy = ScriptedPolicy(tokenizer, task.id, env.teacher(task, rng))
             episodes.append(await env.run_episode(task, policy))
