@@ -3,9 +3,9 @@ policy (docs/benchmarks.md, the argument demo).
 
     python scripts/demo_table.py configs/argument_cpu.yaml runs/arg_s0 runs/arg_s1 runs/arg_s2
 
-Reads each run's `eval_before.jsonl` and `eval_after.jsonl` (written by `lexrl train` with
-`run.eval_before` and `run.eval_after`), pairs them task by task (`lexrl.eval.before_after`), and
-plays the env's degenerate policies on the same held-out tasks under the config's token cap, as
+Reads each run's `eval_before.jsonl` (or the one `--before` names) and `eval_after.jsonl`
+(written by `lexrl train` with `run.eval_before` and `run.eval_after`), pairs them task by task
+(`lexrl.eval.before_after`), and plays the env's degenerate policies on the same held-out tasks under the config's token cap, as
 `lexrl audit` does, to pair the trained policy with each of them (`degenerate_gain.against_each`).
 Prints Markdown: per seed the reward and `task_score` before and after, the right-decision rate
 per kind and its paired change, the separation `argues_arguable - argues_non_arguable` with the
@@ -71,6 +71,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("config", type=Path)
     parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="an evaluation's `eval_<split>.jsonl` to pair every run's `eval_after.jsonl` with, "
+        "in place of the run's own `eval_before.jsonl` (which follows the warm-start), e.g. the "
+        "untrained model's: `lexrl eval CONFIG --warmstart.enabled false`",
+    )
     args = parser.parse_args()
     config = load_config(args.config)
     env = make_env(config.env)
@@ -87,8 +94,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     not_beaten, verdicts = {}, {}
     for run in args.runs:
+        before_path = args.before or run / "eval_before.jsonl"
         before, after = (
-            read_task_means(run / f"eval_{w}.jsonl", keys)[""] for w in ("before", "after")
+            read_task_means(path, keys)[""] for path in (before_path, run / "eval_after.jsonl")
         )
         changes = {c.metric: c for c in paired_changes(before, after, keys)}
         sep_before, sep_after, sep = separation_change(before, after)
