@@ -3,15 +3,16 @@ policy (docs/benchmarks.md, the argument demo).
 
     python scripts/demo_table.py configs/argument_cpu.yaml runs/arg_s0 runs/arg_s1 runs/arg_s2
 
-Reads each run's `eval_before.jsonl` (or the one `--before` names) and `eval_after.jsonl`
-(written by `lexrl train` with `run.eval_before` and `run.eval_after`), pairs them task by task
-(`lexrl.eval.before_after`), and plays the env's degenerate policies on the same held-out tasks under the config's token cap, as
-`lexrl audit` does, to pair the trained policy with each of them (`degenerate_gain.against_each`).
-Prints Markdown: per seed the reward and `task_score` before and after, the right-decision rate
-per kind and its paired change, the separation `argues_arguable - argues_non_arguable` with the
-95% interval of its change (the two kinds' paired changes resampled each over its own triples),
-and how many degenerate policies the trained policy beats with 95% confidence, paired; then a
-row per degenerate policy with each run's paired reward difference against it and the verdict.
+Reads each run's `eval_before.jsonl` (or the one `--before` names) and `eval_after.jsonl` (written
+by `lexrl train` with `run.eval_before` and `run.eval_after`), pairs them task by task
+(`lexrl.eval.before_after`), and plays the env's degenerate policies on the same held-out tasks
+under the config's token cap, as `lexrl audit` does, to pair the trained policy with each of them
+(`degenerate_gain.against_each`). Prints Markdown: per seed the reward and `task_score` before and
+after, the right-decision rate per kind and its paired change, the separation `argues_arguable -
+argues_non_arguable` with the 95% interval of its change (the two kinds' paired changes resampled
+each over its own triples), and how many degenerate policies the trained policy beats with 95%
+confidence, paired; then a row per degenerate policy with each run's paired reward difference
+against it and the verdict.
 """
 
 from __future__ import annotations
