@@ -94,11 +94,14 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     not_beaten, verdicts = {}, {}
+    shared_before = read_task_means(args.before, keys)[""] if args.before else None
     for run in args.runs:
-        before_path = args.before or run / "eval_before.jsonl"
-        before, after = (
-            read_task_means(path, keys)[""] for path in (before_path, run / "eval_after.jsonl")
+        before = (
+            shared_before
+            if shared_before is not None
+            else read_task_means(run / "eval_before.jsonl", keys)[""]
         )
+        after = read_task_means(run / "eval_after.jsonl", keys)[""]
         changes = {c.metric: c for c in paired_changes(before, after, keys)}
         sep_before, sep_after, sep = separation_change(before, after)
         cells = [change_text(changes[m]) for m in ("reward", "task_score")]
