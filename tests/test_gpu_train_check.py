@@ -1,8 +1,7 @@
 """scripts/gpu_train_check.py: its comparisons, and (slow) its CPU mode end to end, so that the
 command a lent GPU runs cannot rot between GPUs. The CPU mode is also the suite's check that a
 one-process run SIGKILLed after a checkpoint resumes to an uninterrupted run's adapter, bit for
-bit (tests/train/test_resume.py stops two ZeRO-2 processes with SIGTERM), and that a seeded run
-repeats bit for bit, building its tiny model and warm-start in an empty cache of its own."""
+bit (tests/train/test_resume.py stops two ZeRO-2 processes with SIGTERM)."""
 
 import json
 import subprocess
@@ -48,14 +47,9 @@ def test_the_cpu_mode_trains_resumes_evaluates_and_plans(tmp_path, model_cache):
     checks = {line["check"]: line for line in lines}
     assert list(checks) == ["resume", "eval", "design"]
     resume = checks["resume"]
-    # On the CPU a resumed run is bit-identical to an uninterrupted one, and so is a repeat.
+    # On the CPU a resumed run is bit-identical to an uninterrupted one.
     assert resume["trained"] and resume["killed_after_step"] < resume["steps"]
-    assert resume["b_vs_a1"] == 0.0 and resume["a2_vs_a1"] == 0.0
-    # a2 built what a1 found in the shared cache: the tiny model and its warm-start.
-    assert resume["a2_built_its_cache"]
-    built = sorted(entry.name for entry in (out / "work" / "a2-cache").iterdir())
-    assert any(name.startswith("tiny") and "-warm-" not in name for name in built), built
-    assert any(name.startswith("tiny") and "-warm-" in name for name in built), built
+    assert resume["b_vs_a1"] == 0.0 and resume["a2_vs_a1"] is None
     # ... and logs each step once: the steps redone after the kill are not logged twice.
     assert (
         resume["rewards_b"] == resume["rewards_a1"] and len(resume["rewards_b"]) == resume["steps"]

@@ -2,6 +2,7 @@
 its cache entry, and a rerun continues it to exactly the weights of a build never stopped; its
 cache entry is written staged, so a full disk leaves nothing half-written."""
 
+import contextlib
 import errno
 import os
 import resource
@@ -9,15 +10,17 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from lexrl.config import ModelConfig, WarmstartConfig
 from lexrl.models import load_base, save_staged
 from lexrl.train.advantages import Row
 from lexrl.train.warmstart import PROGRESS_FILE, SftProgress, SftStopped, supervised_finetune
-from tests.e2e import lexrl_command
+from tests.e2e import lexrl_command, write_config
 
 CONFIG = WarmstartConfig(enabled=True, epochs=2, batch_size=3, learning_rate=2e-3, save_every=2)
 
@@ -97,36 +100,31 @@ def test_a_failed_write_of_a_cache_entry_leaves_nothing_and_names_the_entrys_fil
     assert list(tmp_path.iterdir()) == []
 
 
-WARM = """
-model:
-  name_or_path: tiny
-  cache_dir: {cache}
-grpo:
-  num_generations: 2
-  tasks_per_step: 1
-warmstart:
-  enabled: true
-  num_episodes: 150
-  epochs: 1
-  batch_size: 2
-  save_every: 10
-logging:
-  wandb_mode: disabled
-run:
-  output_dir: {out}
-  max_steps: 1
-  eval_before: false
-  eval_after: false
-"""
+def _session_build(config_path: Path, model_cache: str) -> Path:
+    """The warm-start `lexrl train` of `config_path` uses, as the session's model cache holds it:
+    built there once, uninterrupted, by whichever test needed it first."""
+    from lexrl.config import load_config
+    from lexrl.envs import make_env
+    from lexrl.train.trainer import resolve_base
+
+    config = load_config(config_path, ["--model.cache_dir", model_cache])
+    one_process = SimpleNamespace(main_process_first=contextlib.nullcontext)
+    return Path(resolve_base(config, make_env(config.env), one_process))
 
 
 @pytest.mark.slow
-def test_sigterm_during_the_warm_start_saves_it_exits_0_and_the_rerun_continues(tmp_path):
-    config = tmp_path / "warm.yaml"
-    config.write_text(WARM.format(cache=tmp_path / "cache", out=tmp_path / "run"))
+def test_sigterm_during_the_warm_start_saves_it_exits_0_and_the_rerun_continues(
+    tmp_path, model_cache
+):
+    """In an empty cache of its own, a `lexrl train` stopped by SIGTERM during its warm-start and
+    then rerun builds the tiny model and the warm-start bit for bit as the session's cache holds
+    them, built without a stop: both the continuation and the builds themselves repeat."""
+    cache = tmp_path / "cache"
+    config = write_config(tmp_path / "warm.yaml", str(cache), tmp_path / "run", 1, evals=False)
+    train = lexrl_command("train", str(config), "--warmstart.save_every", "10")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen(
-        lexrl_command("train", str(config)),
+        train,
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -138,7 +136,7 @@ def test_sigterm_during_the_warm_start_saves_it_exits_0_and_the_rerun_continues(
     deadline = time.monotonic() + 600
     while partial is None and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.5)
-        partial = next((tmp_path / "cache").glob("*.partial/progress.pt"), None)
+        partial = next(cache.glob("*.partial/progress.pt"), None)
     assert partial is not None, "the warm-start saved no progress"
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=300)
@@ -148,13 +146,21 @@ def test_sigterm_during_the_warm_start_saves_it_exits_0_and_the_rerun_continues(
     assert line.startswith("SIGTERM: ") and "run the same command to continue it" in line
     saved = torch.load(partial, weights_only=True)["step"]
 
-    rerun = subprocess.run(
-        lexrl_command("train", str(config)), capture_output=True, text=True, env=env, timeout=900
-    )
+    rerun = subprocess.run(train, capture_output=True, text=True, env=env, timeout=900)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"warm-start: continuing from step {saved} of " in rerun.stdout
-    assert not list((tmp_path / "cache").glob("*.partial"))  # removed once the entry is cached
-    assert not list((tmp_path / "cache").glob(".tmp-*"))
+    assert not list(cache.glob("*.partial"))  # removed once the entry is cached
+    assert not list(cache.glob(".tmp-*"))
+
+    session = _session_build(config, model_cache)
+    for entry in (session.parent / session.name.split("-warm-")[0], session):
+        built = cache / entry.name
+        assert built.is_dir(), f"{entry.name} was not built in the empty cache"
+        ours, theirs = (load_file(folder / "model.safetensors") for folder in (built, entry))
+        assert ours.keys() == theirs.keys()
+        assert all(torch.equal(ours[name], theirs[name]) for name in ours), entry.name
+        tokenizer = (folder / "tokenizer.json" for folder in (built, entry))
+        assert next(tokenizer).read_bytes() == next(tokenizer).read_bytes(), entry.name
 
 
 def _limit_file_size() -> None:
