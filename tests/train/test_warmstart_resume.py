@@ -120,7 +120,9 @@ def test_sigterm_during_the_warm_start_saves_it_exits_0_and_the_rerun_continues(
     then rerun builds the tiny model and the warm-start bit for bit as the session's cache holds
     them, built without a stop: both the continuation and the builds themselves repeat."""
     cache = tmp_path / "cache"
-    config = write_config(tmp_path / "warm.yaml", str(cache), tmp_path / "run", 1, evals=False)
+    config = write_config(
+        tmp_path / "warm.yaml", str(cache), tmp_path / "run", steps=1, evals=False
+    )
     train = lexrl_command("train", str(config), "--warmstart.save_every", "10")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen(
