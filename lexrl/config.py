@@ -239,6 +239,17 @@ class GRPOConfig:
     together, and `micro_batch_tokens` counts packed tokens (packs x longest pack). Measured on
     an H200 (Qwen3-4B shapes): a task's first calls 0.31x the update time, four calls of 1,500 +
     200 tokens 0.85x, at 1.3-1.5x the update's peak memory for the same token budget."""
+    padding_free: bool = False
+    """Lay each micro-batch's rows end to end in one sequence without padding, position ids
+    restarting with each row, instead of padding every row to the longest (TRL's
+    `padding_free`); with `shared_prefix`, its packs of rows end to end, each prefix once. Each
+    row attends only to itself (a pack: Prefix Grouper's rule) through a mask that PyTorch's
+    FlexAttention runs on CUDA as a block mask, skipping the masked blocks and keeping the
+    key-value heads unrepeated; on the CPU, where FlexAttention has no backward, the same mask
+    goes dense to scaled-dot-product attention. `micro_batch_tokens` then counts real tokens.
+    Log-probs and LoRA gradients equal the padded layout's (`tests/train/test_padding_free.py`).
+    Off by default until a GPU measures what it gains (`scripts/gpu_bench.py --padding-free
+    off,on`, docs/benchmarks.md); `lexrl plan` still plans the padded layout."""
     compile_layers: bool = False
     """Compile each decoder layer with `torch.compile` (dynamic shapes: one graph a layer serves
     micro-batches of every length) before the update's first forward; inductor fuses the norms,

@@ -2,7 +2,8 @@
 
     python scripts/gpu_bench.py [--layers 36] [--device cuda] [--dtype auto] [--attn sdpa]
         [--tokens 4x1500+200] [--trajectories 16] [--checkpointing off,on]
-        [--micro-batch-tokens 4096,8192] [--shared-prefix off] [--compile off] [--group-size 8]
+        [--micro-batch-tokens 4096,8192] [--shared-prefix off] [--compile off]
+        [--padding-free off] [--group-size 8]
         [--shared-fraction 0.5] [--warmup 1] [--steps 3] [--deadline-s 0]
 
 On a GPU machine run it through scripts/gpu_bench.sh, which installs lexrl from wheels/ first.
@@ -21,10 +22,12 @@ tasks of `--group-size` (K = 8), whose rows share the first call's whole prompt 
 `plan.assumed_shared_prefix`); the rest of each prompt is the row's own. `--shared-prefix on`
 trains them with `grpo.shared_prefix` (lexrl/train/shared_prefix.py), `off` repeated: the same
 rows either way. `--compile on` compiles each decoder layer (`grpo.compile_layers`); its
-warm-up update holds the compilation, reported as `warmup_s`.
+warm-up update holds the compilation, reported as `warmup_s`. `--padding-free on` lays each
+micro-batch's rows (or packs) end to end without padding and attends with FlexAttention
+(`grpo.padding_free`, lexrl/train/padding_free.py); the plan's numbers stay the padded layout's.
 
 Each configuration of the grid (`--tokens` x `--checkpointing` x `--micro-batch-tokens` x
-`--shared-prefix` x `--compile`) runs in its own process, so none inherits another's memory or an
+`--shared-prefix` x `--compile` x `--padding-free`) runs in its own process, so none inherits another's memory or an
 OOM, and does `--warmup` updates, then `--steps` measured ones. Per configuration it reports:
 
 - `update_peak_mib`: the largest over the measured updates of `torch.cuda.max_memory_allocated()`
@@ -36,7 +39,8 @@ OOM, and does `--warmup` updates, then `--steps` measured ones. Per configuratio
 - `update_s`: mean seconds of a measured update (synchronised), and `tokens_per_s`: trained
   tokens (prompt + completion, no padding) per second.
 - `encoded_tokens`: the positions the update's forward passes hold, padding included (rows x
-  longest row a micro-batch; with `--shared-prefix on`, packs x longest pack), and
+  longest row a micro-batch; with `--shared-prefix on`, packs x longest pack; with
+  `--padding-free on`, the real tokens, each shared prefix once), and
   `prefix_share`: the share of trained tokens that are a prefix another row of the group holds
   (what sharing could save at most).
 - `predicted_peak_mib`: `lexrl.train.plan.update_memory` for the largest micro-batch that
@@ -147,12 +151,16 @@ def gpu_key(device_name: str) -> str:
     return "h200" if "h200" in device_name.lower() else "h100"
 
 
-def encoded_tokens(chunk: list[Any], shared: bool) -> int:
+def encoded_tokens(chunk: list[Any], shared: bool, padding_free: bool = False) -> int:
     """Positions one micro-batch's forward holds, padding included: rows x (longest prompt +
-    longest completion) as `pack_rows` lays them out, or with `grpo.shared_prefix` packs x
-    longest pack (`shared_prefix.packed_size`)."""
-    from lexrl.train.shared_prefix import packed_size
+    longest completion) as `pack_rows` lays them out, with `grpo.shared_prefix` packs x
+    longest pack (`shared_prefix.packed_size`), with `grpo.padding_free` the one sequence's
+    tokens (`padding_free.flat_size`)."""
+    from lexrl.train.padding_free import NO_SHARING, flat_size
+    from lexrl.train.shared_prefix import MIN_SHARED_TOKENS, packed_size
 
+    if padding_free:
+        return flat_size(chunk, MIN_SHARED_TOKENS if shared else NO_SHARING)
     if shared:
         return packed_size(chunk)
     widest_prompt = max(len(r.prompt_ids) for r in chunk)
@@ -198,6 +206,7 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
     """What `lexrl.train.plan` predicts for this configuration: the largest micro-batch as the
     learner cuts it, its update memory by part, the model's own memory, and the update's time."""
     from lexrl.train.learner import split_micro_batches
+    from lexrl.train.padding_free import split_padding_free_micro_batches
     from lexrl.train.plan import (
         ALL_PROJECTIONS,
         gpu_for,
@@ -210,10 +219,16 @@ def plan(spec: dict[str, Any], rows: list[Any], device_name: str) -> dict[str, A
 
     shape, profile, settings, layout = plan_inputs(spec)
     shared = bool(spec.get("shared_prefix"))
+    padding_free = bool(spec.get("padding_free"))
     gpu = gpu_for(None, gpu_key(device_name))
-    split = split_shared_micro_batches if shared else split_micro_batches
-    chunks = split(rows, spec["micro_batch_size"], spec["micro_batch_tokens"])
-    sizes = [encoded_tokens(c, shared) for c in chunks]
+    if padding_free:
+        chunks = split_padding_free_micro_batches(
+            rows, spec["micro_batch_size"], spec["micro_batch_tokens"], shared
+        )
+    else:
+        split = split_shared_micro_batches if shared else split_micro_batches
+        chunks = split(rows, spec["micro_batch_size"], spec["micro_batch_tokens"])
+    sizes = [encoded_tokens(c, shared, padding_free) for c in chunks]
     largest = chunks[sizes.index(max(sizes))]
     completion_width = max(len(r.completion_ids) for r in largest)
     sequence = max(len(r.prompt_ids) for r in largest) + completion_width
@@ -355,6 +370,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             gradient_checkpointing=spec["checkpointing"],
             shared_prefix=bool(spec.get("shared_prefix")),
             compile_layers=bool(spec.get("compile")),
+            padding_free=bool(spec.get("padding_free")),
             learning_rate=1e-5,
         )
         accelerator = Accelerator(cpu=device == "cpu")
@@ -444,6 +460,7 @@ def table_row(r: dict[str, Any]) -> str:
     return (
         f"| {r['tokens']} | {'on' if r.get('shared_prefix') else 'off'} "
         f"| {'on' if r.get('compile') else 'off'} "
+        f"| {'on' if r.get('padding_free') else 'off'} "
         f"| {number(r.get('encoded_tokens'), ',')} "
         f"| {r['layers']} | {'on' if r['checkpointing'] else 'off'} "
         f"| {r['micro_batch_tokens'] or '-'} | {shape} "
@@ -457,11 +474,12 @@ def table_row(r: dict[str, Any]) -> str:
 
 
 TABLE_HEAD = (
-    "| tokens | shared prefix | compiled layers | encoded tokens | layers | checkpointing | micro-batch tokens "
+    "| tokens | shared prefix | compiled layers | padding-free | encoded tokens | layers "
+    "| checkpointing | micro-batch tokens "
     "| micro-batches x (rows x sequence) "
     "| model GiB measured / plan | update peak GiB measured | plan | plan / measured "
     "| update s measured | plan s | plan / measured | tokens/s | status |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -506,6 +524,7 @@ def main() -> None:
     parser.add_argument("--micro-batch-size", type=int, default=8, help="rows when tokens none")
     parser.add_argument("--shared-prefix", default="off", help="list of off, on")
     parser.add_argument("--compile", default="off", help="list of off, on: grpo.compile_layers")
+    parser.add_argument("--padding-free", default="off", help="list of off, on: grpo.padding_free")
     parser.add_argument("--group-size", type=int, default=8, help="K trajectories a task")
     parser.add_argument(
         "--shared-fraction",
@@ -543,8 +562,9 @@ def main() -> None:
         args.micro_batch_tokens.split(","),
         args.shared_prefix.split(","),
         args.compile.split(","),
+        args.padding_free.split(","),
     )
-    for tokens, mode, budget, shared, compiled in grid:
+    for tokens, mode, budget, shared, compiled, padding_free in grid:
         spec = {
             "layers": args.layers,
             "device": args.device,
@@ -559,6 +579,7 @@ def main() -> None:
             "micro_batch_size": args.micro_batch_size,
             "shared_prefix": shared.strip() == "on",
             "compile": compiled.strip() == "on",
+            "padding_free": padding_free.strip() == "on",
             "warmup": args.warmup,
             "steps": args.steps,
         }
@@ -570,7 +591,7 @@ def main() -> None:
                 timeout = -1.0
         print(
             f"configuration: {tokens}, checkpointing {mode}, micro-batch tokens {budget}, "
-            f"shared prefix {shared}",
+            f"shared prefix {shared}, compiled layers {compiled}, padding-free {padding_free}",
             file=sys.stderr,
             flush=True,
         )

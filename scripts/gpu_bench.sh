@@ -12,7 +12,9 @@
 #
 # It installs lexrl and the few pure-Python packages the GPU image lacks from wheels/
 # (`pip install --no-index --no-deps`; into a --target folder on PYTHONPATH if the image's pip
-# refuses), prints nvidia-smi and the versions, then runs scripts/gpu_bench.py: a random
+# refuses), prints nvidia-smi and the versions, runs scripts/padding_free_check.py (the CUDA
+# path of grpo.padding_free against the padded rows; a failure is printed, and the benchmark
+# still runs), then runs scripts/gpu_bench.py: a random
 # Qwen3-4B (36 layers, bf16, sdpa attention) with LoRA r 16 on all 7 projections and lexrl's
 # `Learner` (reinforce loss), one update over 16 trajectories x 4 trainable turns of 1,500 prompt
 # + 200 completion tokens (64 rows), for micro-batch token caps 4,096 and 8,192, each without and
@@ -34,6 +36,10 @@ if [[ -n "${OUT:-}" ]]; then
 fi
 
 source scripts/gpu_setup.sh
+
+echo "== padding-free check (FlexAttention's backward against the padded rows)"
+"$PYTHON" scripts/padding_free_check.py --device cuda ||
+    echo "padding_free_check.py failed: grpo.padding_free must not be measured as equal" >&2
 
 echo "== benchmark"
 "$PYTHON" scripts/gpu_bench.py --layers 36 --tokens 4x1500+200,1x1500+200 \

@@ -90,6 +90,21 @@ def test_a_tasks_rows_share_the_first_prompt_and_half_of_a_later_one():
     assert plan["prefix_share"] == round(saved, 4) == plan["plan_prefix_share"]
 
 
+def test_padding_free_micro_batches_hold_only_real_tokens():
+    bench = load_gpu_bench()
+    rows = bench.make_rows(16, "4x1500+200", group_size=8, shared_fraction=0.5)
+    trained = 64 * 1700
+    padded = bench.plan(statute_gpu_spec(micro_batch_tokens=8192, shared_prefix=True), rows, "H200")
+    for shared in (False, True):
+        spec = statute_gpu_spec(micro_batch_tokens=8192, shared_prefix=shared, padding_free=True)
+        plan = bench.plan(spec, rows, "NVIDIA H200")
+        if not shared:
+            assert plan["encoded_tokens"] == trained and plan["micro_batches"] == 16
+        else:
+            assert plan["encoded_tokens"] < padded["encoded_tokens"] < trained
+            assert plan["micro_batches"] <= padded["micro_batches"]
+
+
 def test_the_dtype_is_bf16_on_a_gpu_and_float32_on_the_cpu_unless_named():
     bench = load_gpu_bench()
     assert bench.resolve_dtype("auto", "cuda") == "bfloat16"
@@ -120,15 +135,16 @@ def test_gpu_bench_runs_end_to_end_on_the_cpu(tmp_path):
     result = subprocess.run(
         [sys.executable, str(SCRIPTS / "gpu_bench.py"), "--device", "cpu", "--dtype", "float32",
          "--layers", "1", "--tokens", "1x64+16", "--trajectories", "2", "--steps", "1",
-         "--warmup", "0", "--checkpointing", "on", "--micro-batch-tokens", "4096"],
+         "--warmup", "0", "--checkpointing", "on", "--micro-batch-tokens", "4096",
+         "--padding-free", "on"],
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    head = "| tokens | shared prefix | compiled layers | encoded tokens | layers | checkpointing |"
+    head = "| tokens | shared prefix | compiled layers | padding-free | encoded tokens | layers |"
     assert head in result.stdout
     line = json.loads(result.stdout.strip().splitlines()[-1])
     assert line["status"] == "ok", line
-    assert line["dtype"] == "float32" and line["compile"] is False
+    assert line["dtype"] == "float32" and line["compile"] is False and line["padding_free"]
     assert line["rows"] == 2 and line["micro_batch"] == {
         "rows": 2,
         "sequence": 80,

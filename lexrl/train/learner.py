@@ -36,6 +36,7 @@ from lexrl.train.loss import (
     importance_weights,
     policy_loss,
 )
+from lexrl.train.padding_free import pack_padding_free, split_padding_free_micro_batches
 from lexrl.train.shared_prefix import pack_shared, split_shared_micro_batches
 
 
@@ -103,9 +104,10 @@ def completion_logprobs(
 ) -> torch.Tensor:
     """[B, T] log-probs of the completion tokens under `model` at each row's temperature.
 
-    `batch` is `pack_rows`' layout, or `shared_prefix.pack_shared`'s (packs of rows sharing a
+    `batch` is `pack_rows`' layout, `shared_prefix.pack_shared`'s (packs of rows sharing a
     prompt prefix, with segment ids for the attention mask and `hidden_index` / `targets`
-    locating each completion token); the values are the same.
+    locating each completion token) or `padding_free.pack_padding_free`'s (those packs, or rows,
+    end to end in one sequence, with pack ids); the values are the same.
     The decoder runs once; its final hidden states at the B x T positions that predict
     completion tokens are projected to the vocabulary `chunk_tokens` positions at a time. With
     gradients on, each chunk is checkpointed: its [chunk, V] float32 logits are recomputed in the
@@ -117,7 +119,10 @@ def completion_logprobs(
     if "segment_ids" in batch:
         # The model's attention learns the packed layout (idempotent; other forwards unchanged).
         prefix_attention.enable(decoder.config)
-        layout = prefix_attention.PackLayout.from_segments(batch["segment_ids"])
+        if "pack_ids" in batch:
+            layout = prefix_attention.FlatLayout.from_ids(batch["pack_ids"], batch["segment_ids"])
+        else:
+            layout = prefix_attention.PackLayout.from_segments(batch["segment_ids"])
         attention_mask = layout.as_attention_mask(decoder.config)
     else:
         attention_mask = batch["attention_mask"]
@@ -332,8 +337,7 @@ class Learner:
 
     def update(self, rows: Sequence[Row]) -> dict[str, float]:
         """One optimizer step (per `updates_per_batch`) over `rows`, this process's share."""
-        split = split_shared_micro_batches if self.config.shared_prefix else split_micro_batches
-        chunks = split(rows, self.config.micro_batch_size, self.config.micro_batch_tokens)
+        chunks = self._split(rows)
         totals, micro_batches = global_totals(rows, len(chunks), self.accelerator)
         old = self._old_logprobs(chunks) if self.importance_sampling != "none" else None
         metrics: dict[str, float] = {}
@@ -344,10 +348,24 @@ class Learner:
     def _logprobs(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return completion_logprobs(model, batch, self.config.logprob_chunk_tokens)
 
+    def _split(self, rows: Sequence[Row]) -> list[list[Row]]:
+        config = self.config
+        if config.padding_free:
+            return split_padding_free_micro_batches(
+                rows, config.micro_batch_size, config.micro_batch_tokens, config.shared_prefix
+            )
+        split = split_shared_micro_batches if config.shared_prefix else split_micro_batches
+        return split(rows, config.micro_batch_size, config.micro_batch_tokens)
+
     def _batch(self, chunk: Sequence[Row]) -> dict[str, torch.Tensor]:
         device = self.accelerator.device
-        pack = pack_shared if self.config.shared_prefix else pack_rows
-        return {k: v.to(device) for k, v in pack(chunk, self.pad_id).items()}
+        if self.config.padding_free:
+            packed = pack_padding_free(chunk, self.pad_id, self.config.shared_prefix)
+        elif self.config.shared_prefix:
+            packed = pack_shared(chunk, self.pad_id)
+        else:
+            packed = pack_rows(chunk, self.pad_id)
+        return {k: v.to(device) for k, v in packed.items()}
 
     @torch.no_grad()
     def _old_logprobs(self, chunks: Sequence[Sequence[Row]]) -> list[torch.Tensor]:

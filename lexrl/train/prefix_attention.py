@@ -17,17 +17,26 @@ takes the layout through its `attention_mask` argument as a mapping by layer typ
 transformers accepts for masks prepared in advance (`generate` uses it), so no mask is built and
 no library code is patched. Gradient checkpointing recomputes a layer with the same arguments,
 so it runs the same attention.
+
+`grpo.padding_free` lays a micro-batch's packs end to end in one sequence with no padding
+(`padding_free.pack_padding_free`) and hands the layers a `FlatLayout` instead: one attention over
+that sequence whose mask (same pack, causal, and a key in the prefix or the query's own suffix)
+gives every query the keys the grouped attention gives it. On CUDA it runs PyTorch's
+FlexAttention over a block mask, which skips the blocks the mask rules out and takes the
+key-value heads as they are (`enable_gqa`); FlexAttention has no backward on the CPU (torch
+2.13), so there the same mask, made dense, goes to scaled-dot-product attention.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
 PREFIX = "lexrl_prefix_grouper+"
 """The registered implementation's name: this prefix and the model's own implementation."""
@@ -111,6 +120,102 @@ class PackLayout:
         return dict.fromkeys(set(types), self)
 
 
+@dataclass(frozen=True)
+class FlatLayout:
+    """One padding-free sequence of packs (`padding_free.pack_padding_free`) as an attention mask.
+
+    M positions; pack d holds `[prefix | suffix_1 | ...]` (a row of its own: its prompt, then its
+    completion). A query attends to a key of its own pack at or before it that lies in the prefix
+    or in the query's own segment: a row's causal attention, and Prefix Grouper's for a pack of
+    several rows."""
+
+    pack_ids: torch.Tensor
+    """[M] the pack each position belongs to."""
+    segment_ids: torch.Tensor = field(repr=False)
+    """[M] 0 on a pack's prefix, j on its j-th suffix."""
+    block_mask: BlockMask | None = field(repr=False)
+    """FlexAttention's block mask of the same rule (on CUDA), else None."""
+
+    @classmethod
+    def from_ids(cls, pack_ids: torch.Tensor, segment_ids: torch.Tensor) -> FlatLayout:
+        """pack_ids, segment_ids [1, M] (as the batch holds them) -> the layout, on their
+        device; the block mask is built on CUDA only, where FlexAttention runs."""
+        layout = cls(pack_ids.flatten(), segment_ids.flatten(), None)
+        if not pack_ids.is_cuda:
+            return layout
+        length = len(layout.pack_ids)
+        mask = create_block_mask(layout.mask_mod(), None, None, length, length, pack_ids.device)
+        return cls(layout.pack_ids, layout.segment_ids, mask)
+
+    def mask_mod(self) -> Callable[..., torch.Tensor]:
+        """FlexAttention's `mask_mod` (a plain function, as `create_block_mask` requires):
+        (batch, head, query, key) -> whether position `query` attends to position `key`."""
+        packs, segments = self.pack_ids, self.segment_ids
+
+        def allows(_batch: Any, _head: Any, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+            same_pack = packs[query] == packs[key]
+            visible = (segments[key] == 0) | (segments[key] == segments[query])
+            return same_pack & visible & (key <= query)
+
+        return allows
+
+    def dense(self) -> torch.Tensor:
+        """[1, 1, M, M] bool: `allows` for every query and key."""
+        positions = torch.arange(len(self.pack_ids), device=self.pack_ids.device)
+        allows = self.mask_mod()
+        return allows(None, None, positions.unsqueeze(1), positions.unsqueeze(0))[None, None]
+
+    def as_attention_mask(self, model_config: Any) -> dict[str, FlatLayout]:
+        """The `attention_mask` argument that hands this layout to every layer."""
+        types = getattr(model_config, "layer_types", None) or ["full_attention"]
+        return dict.fromkeys(set(types), self)
+
+
+_compiled_flex_attention: Callable[..., torch.Tensor] | None = None
+
+
+def flex_attend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: BlockMask,
+    scaling: float | None,
+) -> torch.Tensor:
+    """FlexAttention over a block mask. query [1, H, M, D], key and value [1, G, M, D] -> [1, H, M, D].
+
+    Compiled once and reused: uncompiled, FlexAttention materialises every score."""
+    global _compiled_flex_attention
+    if torch.compiler.is_compiling():  # inside a compiled layer: dynamo traces it in place
+        return flex_attention(query, key, value, block_mask=mask, scale=scaling, enable_gqa=True)
+    if _compiled_flex_attention is None:
+        _compiled_flex_attention = torch.compile(flex_attention)
+    return _compiled_flex_attention(
+        query, key, value, block_mask=mask, scale=scaling, enable_gqa=True
+    )
+
+
+def flat_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    layout: FlatLayout,
+    scaling: float | None,
+) -> torch.Tensor:
+    """Attention over one padding-free sequence by `layout`'s rule.
+
+    query [1, H, M, D], key and value [1, G, M, D] (H a multiple of G) -> [1, M, H, D], as
+    transformers' attention functions return it. FlexAttention where the layout has a block mask
+    (CUDA); elsewhere scaled-dot-product attention under the dense mask, for the CPU, where
+    FlexAttention cannot run a backward."""
+    if layout.block_mask is not None:
+        out = flex_attend(query, key, value, layout.block_mask, scaling)
+    else:
+        out = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=layout.dense(), scale=scaling, enable_gqa=True
+        )
+    return out.transpose(1, 2)
+
+
 Attend = Callable[
     [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float | None], torch.Tensor
 ]
@@ -180,10 +285,13 @@ def _wrapping(base: str) -> Callable[..., tuple[torch.Tensor, Any]]:
         *args: Any,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, Any]:
-        if isinstance(attention_mask, PackLayout):
+        if isinstance(attention_mask, PackLayout | FlatLayout):
             if kwargs.get("dropout"):
-                raise ValueError("grpo.shared_prefix: attention dropout is not supported")
-            return grouped_attention(query, key, value, attention_mask, kwargs.get("scaling")), None
+                raise ValueError(
+                    "grpo.shared_prefix and grpo.padding_free: attention dropout is not supported"
+                )
+            attend = grouped_attention if isinstance(attention_mask, PackLayout) else flat_attention
+            return attend(query, key, value, attention_mask, kwargs.get("scaling")), None
         if base in ALL_ATTENTION_FUNCTIONS:
             own = ALL_ATTENTION_FUNCTIONS[base]
         else:  # `eager` lives in each model's own module
@@ -204,7 +312,8 @@ def enable(config: Any) -> str:
         return base
     if base not in ALL_MASK_ATTENTION_FUNCTIONS:
         raise ValueError(
-            f"grpo.shared_prefix cannot wrap the attention implementation {base!r}: transformers "
+            f"grpo.shared_prefix and grpo.padding_free cannot wrap the attention implementation "
+            f"{base!r}: transformers "
             "has no mask function for it (sdpa, eager and flash attention are supported)"
         )
     name = PREFIX + base

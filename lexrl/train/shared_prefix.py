@@ -28,7 +28,7 @@ linear layers, most of the work, see each prefix token once per pack.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -132,12 +132,13 @@ def split_shared_micro_batches(
     max_rows: int,
     max_tokens: int | None = None,
     min_tokens: int = MIN_SHARED_TOKENS,
+    size: Callable[[Sequence[Row], int], int] = packed_size,
 ) -> list[list[Row]]:
     """`learner.split_micro_batches` for the shared layout: the step's rows ordered group by
     group (groups by first row, each group's rows shortest first) so that a group's rows share
     micro-batches, then cut every `max_rows` rows or, with `max_tokens`, greedily so that no
-    micro-batch's packed size (packs x longest pack, as `pack_shared` lays it out) exceeds
-    `max_tokens`; a row whose pack alone exceeds it goes alone."""
+    micro-batch's `size` (by default its packed size, packs x longest pack, as `pack_shared` lays
+    it out) exceeds `max_tokens`; a row whose pack alone exceeds it goes alone."""
     groups, _ = group_by_prefix(rows, min_tokens)
     ordered = [rows[i] for g in groups for i in _by_length(rows, g)]
     if max_tokens is None:
@@ -146,7 +147,7 @@ def split_shared_micro_batches(
     current: list[Row] = []
     for row in ordered:
         candidate = [*current, row]
-        if current and packed_size(candidate, min_tokens) > max_tokens:
+        if current and size(candidate, min_tokens) > max_tokens:
             batches.append(current)
             candidate = [row]
         current = candidate

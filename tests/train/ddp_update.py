@@ -10,6 +10,7 @@ A CASE is a loss (`grpo`, `reinforce`) and options joined by `+`:
 - `repeated` / `shared`: trajectories 4 at a time share a 40-token prompt prefix, trained
   repeated or with `grpo.shared_prefix`;
 - `compiled`: `grpo.compile_layers`; `checkpointing`: `grpo.gradient_checkpointing`;
+  `padfree`: `grpo.padding_free`;
   `tokens`: micro-batches of at most 60 padded tokens (`grpo.micro_batch_tokens`) instead of 2 rows.
 
 Each case starts from the same model, updates once, and rank 0 saves OUT_DIR/CASE.pt: the
@@ -61,7 +62,7 @@ def fixed_rows(task_prefix: bool = False) -> list[Row]:
     return rows
 
 
-CASE_OPTIONS = {"even", "repeated", "shared", "compiled", "checkpointing", "tokens"}
+CASE_OPTIONS = {"even", "repeated", "shared", "compiled", "checkpointing", "tokens", "padfree"}
 
 
 def update_once(model_dir: str, case: str, accelerator) -> dict | None:
@@ -88,6 +89,7 @@ def update_once(model_dir: str, case: str, accelerator) -> dict | None:
         shared_prefix="shared" in options,
         gradient_checkpointing="checkpointing" in options,
         compile_layers="compiled" in options,
+        padding_free="padfree" in options,
     )
     learner = Learner(
         policy, config, max_steps=3, accelerator=accelerator, pad_id=tokenizer.pad_token_id

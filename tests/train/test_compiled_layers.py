@@ -1,6 +1,7 @@
 """`grpo.compile_layers`: an update through `torch.compile`d decoder layers hands the optimizer
 the eager update's gradients and reports its losses, on the tiny model (float32, inductor on the
-CPU), with micro-batches, checkpointing, a reference model and shared prefixes."""
+CPU), with micro-batches, checkpointing, a reference model, shared prefixes and the padding-free
+layout."""
 
 import pytest
 import torch
@@ -19,8 +20,13 @@ pytestmark = pytest.mark.slow
     [
         {"micro_batch_size": 2, "gradient_checkpointing": True, "beta": 0.1},
         {"micro_batch_tokens": 150, "shared_prefix": True, "gradient_checkpointing": True},
+        {"micro_batch_tokens": 150, "shared_prefix": True, "padding_free": True},
     ],
-    ids=["micro_batches_checkpointing_reference", "shared_prefix_checkpointing"],
+    ids=[
+        "micro_batches_checkpointing_reference",
+        "shared_prefix_checkpointing",
+        "shared_prefix_padding_free",
+    ],
 )
 def test_a_compiled_update_hands_the_optimizer_the_eager_gradients(tiny_model_path, grpo):
     compiled = {**grpo, "compile_layers": True}

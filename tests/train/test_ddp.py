@@ -66,8 +66,10 @@ DDP_CASES = (
     "grpo+shared",
     "grpo+tokens",
     "grpo+checkpointing+compiled",
+    "grpo+padfree+checkpointing",
+    "grpo+shared+padfree",
 )
-ZERO2_CASES = ("grpo", "grpo+shared", "grpo+checkpointing+compiled")
+ZERO2_CASES = ("grpo", "grpo+shared", "grpo+checkpointing+compiled", "grpo+shared+padfree")
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +108,9 @@ def _record(folder: Path, case: str) -> dict:
         ("grpo", "grpo+tokens"),
         # Compiled decoder layers under checkpointing: the recomputed forward is compiled too.
         ("grpo", "grpo+checkpointing+compiled"),
+        # Each rank's rows end to end without padding (`grpo.padding_free`), alone or in packs.
+        ("grpo", "grpo+padfree+checkpointing"),
+        ("grpo+repeated", "grpo+shared+padfree"),
     ],
 )
 def test_two_ddp_processes_make_one_process_update(one_process, ddp, reference, case):
@@ -121,7 +126,12 @@ def test_two_ddp_processes_make_one_process_update(one_process, ddp, reference, 
 @SHARED_LAUNCHES
 @pytest.mark.parametrize(
     ("reference", "case"),
-    [("grpo", "grpo"), ("grpo+repeated", "grpo+shared"), ("grpo", "grpo+checkpointing+compiled")],
+    [
+        ("grpo", "grpo"),
+        ("grpo+repeated", "grpo+shared"),
+        ("grpo", "grpo+checkpointing+compiled"),
+        ("grpo+repeated", "grpo+shared+padfree"),
+    ],
 )
 def test_deepspeed_zero2_makes_one_process_update(one_process, zero2, reference, case):
     """configs/accelerate/zero2_8gpu.yaml on 2 processes with uneven shares (2 vs 6
