@@ -137,11 +137,14 @@ class FlatLayout:
     """FlexAttention's block mask of the same rule (on CUDA), else None."""
 
     @classmethod
-    def from_ids(cls, pack_ids: torch.Tensor, segment_ids: torch.Tensor) -> FlatLayout:
+    def from_ids(
+        cls, pack_ids: torch.Tensor, segment_ids: torch.Tensor, flex: bool | None = None
+    ) -> FlatLayout:
         """pack_ids, segment_ids [1, M] (as the batch holds them) -> the layout, on their
-        device; the block mask is built on CUDA only, where FlexAttention runs."""
+        device, with a block mask if `flex` (None: on CUDA, the one device where FlexAttention
+        runs a backward)."""
         layout = cls(pack_ids.flatten(), segment_ids.flatten(), None)
-        if not pack_ids.is_cuda:
+        if not (pack_ids.is_cuda if flex is None else flex):
             return layout
         length = len(layout.pack_ids)
         mask = create_block_mask(layout.mask_mod(), None, None, length, length, pack_ids.device)

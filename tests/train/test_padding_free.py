@@ -1,11 +1,8 @@
 """`grpo.padding_free`: a micro-batch's rows (or shared-prefix packs) end to end in one sequence,
 with the padded layouts' log-probs and gradients, on the tiny model (float32, CPU)."""
 
-import warnings
-
 import pytest
 import torch
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from lexrl.train.learner import completion_logprobs, pack_rows
 from lexrl.train.padding_free import (
@@ -14,7 +11,7 @@ from lexrl.train.padding_free import (
     pack_padding_free,
     split_padding_free_micro_batches,
 )
-from lexrl.train.prefix_attention import FlatLayout
+from lexrl.train.prefix_attention import FlatLayout, flat_attention
 from lexrl.train.shared_prefix import MIN_SHARED_TOKENS, pack_shared
 from tests.train.test_learner import UPDATE_METRICS, assert_same_gradients, assert_same_update
 from tests.train.test_logprobs import _policy
@@ -70,27 +67,26 @@ def test_the_mask_keeps_packs_apart_and_suffixes_from_each_other():
     assert layout.block_mask is None  # CPU: FlexAttention has no backward here
 
 
+@pytest.mark.slow
 def test_flex_attention_over_the_block_mask_equals_the_dense_path():
-    """The CUDA path's FlexAttention and block mask, run forward on the CPU (its backward needs a
-    GPU), and the CPU's dense path, with 4 query heads on 2 key-value heads."""
+    """The CUDA path (the block mask, compiled FlexAttention) run forward on the CPU, where it has
+    no backward, and the CPU's dense path, with 4 query heads on 2 key-value heads, both against
+    the rule written out with the key-value heads repeated."""
     batch = pack_padding_free(_step_rows(), pad_id=0, shared=True)
-    layout = FlatLayout.from_ids(batch["pack_ids"], batch["segment_ids"])
+    dense_layout = FlatLayout.from_ids(batch["pack_ids"], batch["segment_ids"])
+    flex_layout = FlatLayout.from_ids(batch["pack_ids"], batch["segment_ids"], flex=True)
+    assert dense_layout.block_mask is None and flex_layout.block_mask is not None
     length = batch["input_ids"].shape[1]
-    block_mask = create_block_mask(layout.mask_mod(), None, None, length, length, device="cpu")
     generator = torch.Generator().manual_seed(0)
     query = torch.randn(1, 4, length, 8, generator=generator)
     key, value = (torch.randn(1, 2, length, 8, generator=generator) for _ in range(2))
-    dense = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=layout.dense(), enable_gqa=True
-    )
-    with warnings.catch_warnings():  # uncompiled, it warns that it materialises the scores
-        warnings.simplefilter("ignore", UserWarning)
-        flex = flex_attention(query, key, value, block_mask=block_mask, enable_gqa=True)
-    # Both against the rule written out, the key-value heads repeated to the query heads.
     allowed = _dense_rule(batch["pack_ids"][0].tolist(), batch["segment_ids"][0].tolist())
     reference = torch.nn.functional.scaled_dot_product_attention(
         query, key.repeat_interleave(2, 1), value.repeat_interleave(2, 1), attn_mask=allowed
-    )
+    ).transpose(1, 2)
+    with torch.no_grad():
+        dense = flat_attention(query, key, value, dense_layout, scaling=None)
+        flex = flat_attention(query, key, value, flex_layout, scaling=None)
     torch.testing.assert_close(dense, reference, rtol=0, atol=1e-5)
     torch.testing.assert_close(flex, reference, rtol=0, atol=1e-5)
 
