@@ -100,16 +100,20 @@ def test_a_failed_write_of_a_cache_entry_leaves_nothing_and_names_the_entrys_fil
     assert list(tmp_path.iterdir()) == []
 
 
-def _session_build(config_path: Path, model_cache: str) -> Path:
-    """The warm-start `lexrl train` of `config_path` uses, as the session's model cache holds it:
-    built there once, uninterrupted, by whichever test needed it first."""
+def _session_builds(config_path: Path, model_cache: str) -> tuple[Path, Path]:
+    """The tiny model and the warm-start `lexrl train` of `config_path` uses, as the session's
+    model cache holds them: built there once, uninterrupted, by whichever test needed them
+    first."""
     from lexrl.config import load_config
     from lexrl.envs import make_env
+    from lexrl.models import tiny_model_dir
     from lexrl.train.trainer import resolve_base
 
     config = load_config(config_path, ["--model.cache_dir", model_cache])
+    env = make_env(config.env)
     one_process = SimpleNamespace(main_process_first=contextlib.nullcontext)
-    return Path(resolve_base(config, make_env(config.env), one_process))
+    warm_start = Path(resolve_base(config, env, one_process))
+    return tiny_model_dir(config.model, env.text_corpus()), warm_start
 
 
 @pytest.mark.slow
@@ -154,15 +158,14 @@ def test_sigterm_during_the_warm_start_saves_it_exits_0_and_the_rerun_continues(
     assert not list(cache.glob("*.partial"))  # removed once the entry is cached
     assert not list(cache.glob(".tmp-*"))
 
-    session = _session_build(config, model_cache)
-    for entry in (session.parent / session.name.split("-warm-")[0], session):
+    for entry in _session_builds(config, model_cache):
         built = cache / entry.name
         assert built.is_dir(), f"{entry.name} was not built in the empty cache"
         ours, theirs = (load_file(folder / "model.safetensors") for folder in (built, entry))
         assert ours.keys() == theirs.keys()
         assert all(torch.equal(ours[name], theirs[name]) for name in ours), entry.name
-        tokenizer = (folder / "tokenizer.json" for folder in (built, entry))
-        assert next(tokenizer).read_bytes() == next(tokenizer).read_bytes(), entry.name
+        tokenizer = (built / "tokenizer.json").read_bytes()
+        assert tokenizer == (entry / "tokenizer.json").read_bytes(), entry.name
 
 
 def _limit_file_size() -> None:
