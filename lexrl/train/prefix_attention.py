@@ -184,9 +184,8 @@ def flex_attend(
     mask: BlockMask,
     scaling: float | None,
 ) -> torch.Tensor:
-    """FlexAttention over a block mask. query [1, H, M, D], key and value [1, G, M, D] -> [1, H, M, D].
-
-    Compiled once and reused: uncompiled, FlexAttention materialises every score."""
+    """FlexAttention over a block mask: query [1, H, M, D], key and value [1, G, M, D] ->
+    [1, H, M, D]. Compiled once and reused: uncompiled, FlexAttention materialises every score."""
     global _compiled_flex_attention
     if torch.compiler.is_compiling():  # inside a compiled layer: dynamo traces it in place
         return flex_attention(query, key, value, block_mask=mask, scale=scaling, enable_gqa=True)
@@ -315,9 +314,9 @@ def enable(config: Any) -> str:
         return base
     if base not in ALL_MASK_ATTENTION_FUNCTIONS:
         raise ValueError(
-            f"grpo.shared_prefix and grpo.padding_free cannot wrap the attention implementation "
-            f"{base!r}: transformers "
-            "has no mask function for it (sdpa, eager and flash attention are supported)"
+            "grpo.shared_prefix and grpo.padding_free cannot wrap the attention implementation "
+            f"{base!r}: transformers has no mask function for it (sdpa, eager and flash "
+            "attention are supported)"
         )
     name = PREFIX + base
     AttentionInterface.register(name, _wrapping(base))
