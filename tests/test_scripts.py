@@ -75,3 +75,44 @@ def test_seed_spread_needs_the_before_and_after_evaluations(tmp_path):
     assert (
         result.returncode != 0 and "s0/eval_summary.json: no 'before' evaluation" in result.stderr
     )
+
+
+def _rollout_line(task: str, prompts: list[list[int]], completion: int) -> str:
+    from lexrl.types import Trajectory, Turn
+
+    turns = [
+        Turn("planner", prompt, [9] * completion, [-1.0] * completion, "x", 0) for prompt in prompts
+    ]
+    return Trajectory(task, turns).to_json()
+
+
+def test_packed_positions_counts_each_layout_of_a_rollout(tmp_path):
+    """Two trajectories of one task share a 40-token first prompt; a third task's row is short.
+    Rows of 8: the padded layout pads the short row to 40 + 5, the padding-free one does not,
+    and the shared layouts hold the common prompt once."""
+    shared = list(range(100, 140))
+    lines = [
+        _rollout_line("a", [shared], 5),
+        _rollout_line("a", [shared], 5),
+        _rollout_line("b", [[7, 8, 9]], 5),
+    ]
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("\n".join(lines) + "\n")
+    result = subprocess.run(
+        [sys.executable, "scripts/packed_positions.py", str(rollouts), "--micro-batch-tokens",
+         "none"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    table = {
+        line.split("|")[2].strip(): line.split("|")[3].strip()
+        for line in result.stdout.splitlines()
+        if line.startswith("| - (8 rows)")
+    }
+    # Trained: 2 x 45 + 8 = 98.
+    assert "3 rows, 98 trained tokens" in result.stdout
+    assert table == {
+        "padded": "135",  # 3 rows x (40 + 5)
+        "shared": "100",  # packs [40 | 5 | 5] and [3 | 5], both at the longest, 50
+        "padding_free": "98",
+        "padding_free+shared": "58",  # 40 + 5 + 5, then 3 + 5
+    }
