@@ -18,7 +18,8 @@ the completion log-probs and the gradients of a REINFORCE loss:
 One JSON line per layout: the largest log-prob difference from `padded` on completion tokens, the
 gradients' largest difference relative to the largest gradient element and the relative norm
 of the difference, and whether each is within `--tolerance` (default 1e-4 in float32; bf16's
-rounding needs about 2e-2). Exit 1 if any is not, so the GPU command fails visibly. With OUT set
+rounding needs about 2e-2); a layout that raises is a line with `error`, and the others still
+run. Exit 1 if any is not ok, so the GPU command fails visibly. With OUT set
 the lines also go to $OUT/padding_free_check.jsonl.
 """
 
@@ -29,6 +30,7 @@ import importlib.util
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -143,9 +145,14 @@ def check(
             policy.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
-        actual = logprobs_and_gradients(policy, batches[name])
         label = name + ("+checkpointing" if checkpointed else "")
-        line = compare(label, reference, actual, mask, tolerance)
+        try:
+            actual = logprobs_and_gradients(policy, batches[name])
+            line = compare(label, reference, actual, mask, tolerance)
+        except Exception as error:  # noqa: BLE001 - the layout's line says why; the rest still run
+            traceback.print_exc()
+            first = (str(error).splitlines() or [""])[0][:300]
+            line = {"layout": label, "ok": False, "error": f"{type(error).__name__}: {first}"}
         line.update(
             device=device,
             device_name=torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
