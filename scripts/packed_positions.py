@@ -25,28 +25,23 @@ from pathlib import Path
 from lexrl.train.advantages import Row
 from lexrl.train.learner import split_micro_batches
 from lexrl.train.padding_free import NO_SHARING, flat_size, split_padding_free_micro_batches
+from lexrl.train.plan_report import PlanError, read_trajectories
 from lexrl.train.shared_prefix import MIN_SHARED_TOKENS, packed_size, split_shared_micro_batches
-from lexrl.types import Trajectory
 
 
 def rollout_rows(path: Path) -> list[Row]:
-    """The trainable turns of a `lexrl rollout` JSONL as rows (trajectory = its line number)."""
-    rows = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            trajectory = Trajectory.from_json(line)
-        except (ValueError, TypeError, KeyError) as error:
-            raise SystemExit(f"{path}, line {number}: not a trajectory ({error})") from None
-        for turn in trajectory.turns:
-            if turn.trainable and turn.prompt_ids:
-                completion = list(turn.completion_ids)
-                rows.append(
-                    Row(list(turn.prompt_ids), completion, [0.0] * len(completion), 1.0, 1.0,
-                        number, turn.role)
-                )  # fmt: skip
+    """The trainable turns of a `lexrl rollout` JSONL as rows (trajectory = its index)."""
+    try:
+        played = read_trajectories(path)
+    except PlanError as error:
+        raise SystemExit(str(error)) from None
+    rows = [
+        Row(list(turn.prompt_ids), list(turn.completion_ids), [0.0] * len(turn.completion_ids),
+            1.0, 1.0, index, turn.role)
+        for index, trajectory in enumerate(played)
+        for turn in trajectory.turns
+        if turn.trainable and turn.prompt_ids
+    ]  # fmt: skip
     if not rows:
         raise SystemExit(f"{path}: no trainable turns with prompt token ids")
     return rows

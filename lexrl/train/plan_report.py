@@ -162,32 +162,39 @@ def run_settings(config: Config) -> RunSettings:
     )
 
 
-def profile_from_trajectories(path: str | Path, envs: list[str] | None = None) -> TokenProfile:
-    """Token counts of the trainable turns in a JSONL of trajectories (`lexrl rollout --out`),
-    with the shared prefixes of each env's groups (`shared_prefixes`). `envs`: the config's env
-    names (a mixture's members name their tasks `<env>:<id>`)."""
+def read_trajectories(path: str | Path) -> list[Trajectory]:
+    """The trajectories of a `lexrl rollout --out` JSONL (blank lines skipped); `PlanError`
+    naming the file, and the line, when one cannot be read."""
     from lexrl.types import Trajectory
 
-    turns: list[tuple[int, int]] = []
-    trajectories = repeated = 0
-    played: list[Trajectory] = []
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
         raise PlanError(f"{path}: {error}") from None
+    played = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            trajectory = Trajectory.from_json(line)
+            played.append(Trajectory.from_json(line))
         except (ValueError, TypeError, KeyError) as error:
             raise PlanError(f"{path}, line {number}: not a trajectory ({error})") from None
-        trajectories += 1
-        played.append(trajectory)
+    return played
+
+
+def profile_from_trajectories(path: str | Path, envs: list[str] | None = None) -> TokenProfile:
+    """Token counts of the trainable turns in a JSONL of trajectories (`lexrl rollout --out`),
+    with the shared prefixes of each env's groups (`shared_prefixes`). `envs`: the config's env
+    names (a mixture's members name their tasks `<env>:<id>`)."""
+    played = read_trajectories(path)
+    turns: list[tuple[int, int]] = []
+    repeated = 0
+    for trajectory in played:
         rows = [(t.prompt_ids, t.completion_ids) for t in trajectory.turns if t.trainable]
         turns += [(len(p), len(c)) for p, c in rows]
         repeated += repeated_prefix_tokens(rows)
+    trajectories = len(played)
     if not turns:
         raise PlanError(f"{path}: no trainable turns")
     shared, by_env, row_share = shared_prefixes(played, envs or [])
