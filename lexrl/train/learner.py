@@ -123,7 +123,7 @@ def completion_logprobs(
             layout = prefix_attention.FlatLayout.from_ids(batch["pack_ids"], batch["segment_ids"])
         else:
             layout = prefix_attention.PackLayout.from_segments(batch["segment_ids"])
-        attention_mask = layout.as_attention_mask(decoder.config)
+        attention_mask = prefix_attention.as_attention_mask(layout, decoder.config)
     else:
         attention_mask = batch["attention_mask"]
     captured: list[torch.Tensor] = []

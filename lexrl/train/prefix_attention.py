@@ -113,12 +113,6 @@ class PackLayout:
             suffix_valid.to(device),
         )
 
-    def as_attention_mask(self, model_config: Any) -> dict[str, PackLayout]:
-        """The `attention_mask` argument that hands this layout to every layer: transformers
-        takes a mapping by layer type as masks prepared in advance."""
-        types = getattr(model_config, "layer_types", None) or ["full_attention"]
-        return dict.fromkeys(set(types), self)
-
 
 @dataclass(frozen=True)
 class FlatLayout:
@@ -168,10 +162,14 @@ class FlatLayout:
         allows = self.mask_mod()
         return allows(None, None, positions.unsqueeze(1), positions.unsqueeze(0))[None, None]
 
-    def as_attention_mask(self, model_config: Any) -> dict[str, FlatLayout]:
-        """The `attention_mask` argument that hands this layout to every layer."""
-        types = getattr(model_config, "layer_types", None) or ["full_attention"]
-        return dict.fromkeys(set(types), self)
+
+def as_attention_mask(
+    layout: PackLayout | FlatLayout, model_config: Any
+) -> dict[str, PackLayout | FlatLayout]:
+    """The `attention_mask` argument that hands `layout` to every layer: transformers takes a
+    mapping by layer type as masks prepared in advance."""
+    types = getattr(model_config, "layer_types", None) or ["full_attention"]
+    return dict.fromkeys(set(types), layout)
 
 
 _compiled_flex_attention: Callable[..., torch.Tensor] | None = None
