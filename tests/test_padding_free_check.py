@@ -4,13 +4,20 @@ through the dense mask, on a random Qwen3 with grouped query heads (the tiny mod
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "padding_free_check.py"
 
 
-def test_every_layout_matches_the_padded_rows_with_grouped_query_heads():
+@pytest.fixture(scope="module")
+def check():
     spec = importlib.util.spec_from_file_location("padding_free_check", SCRIPT)
-    check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(check)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_layout_matches_the_padded_rows_with_grouped_query_heads(check):
     lines = check.check("cpu", "float32", layers=1, checkpointing=True, tolerance=1e-4)
     assert [line["layout"] for line in lines] == [
         "shared",
@@ -25,10 +32,7 @@ def test_every_layout_matches_the_padded_rows_with_grouped_query_heads():
     assert by_layout["shared"]["tokens"] < by_layout["shared"]["padded_tokens"]
 
 
-def test_a_layout_that_raises_is_a_line_and_the_others_still_run(monkeypatch):
-    spec = importlib.util.spec_from_file_location("padding_free_check", SCRIPT)
-    check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(check)
+def test_a_layout_that_raises_is_a_line_and_the_others_still_run(check, monkeypatch):
     real = check.logprobs_and_gradients
 
     def fails_without_shared_prefixes(policy, batch):

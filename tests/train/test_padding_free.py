@@ -13,9 +13,13 @@ from lexrl.train.padding_free import (
 )
 from lexrl.train.prefix_attention import FlatLayout, flat_attention
 from lexrl.train.shared_prefix import MIN_SHARED_TOKENS, pack_shared
-from tests.train.test_learner import UPDATE_METRICS, assert_same_gradients, assert_same_update
+from tests.train.test_learner import UPDATE_METRICS, assert_same_update
 from tests.train.test_logprobs import _policy
-from tests.train.test_shared_prefix import _gradients, _hand_row, _step_rows
+from tests.train.test_shared_prefix import (
+    _hand_row,
+    _step_rows,
+    assert_gradients_equal_the_padded_rows,
+)
 
 
 def _trained(rows):
@@ -107,16 +111,10 @@ def test_logprobs_equal_the_padded_rows(tiny_model, shared):
 @pytest.mark.parametrize("checkpointing", [False, True])
 @pytest.mark.parametrize("shared", [False, True], ids=["rows", "shared_prefix"])
 def test_gradients_equal_the_padded_rows(tiny_model, shared, checkpointing):
-    policy, pad_id = _policy(tiny_model)
-    policy.train()
-    if checkpointing:
-        policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    rows = _step_rows(seed=2)
-    expected_loss, expected = _gradients(policy, pack_rows(rows, pad_id))
-    loss, actual = _gradients(policy, pack_padding_free(rows, pad_id, shared))
-    torch.testing.assert_close(loss, expected_loss, rtol=1e-5, atol=0)
-    assert actual.keys() == expected.keys() and any("lora_A" in n for n in actual)
-    assert_same_gradients(actual, expected)
+    def pack(rows, pad_id):
+        return pack_padding_free(rows, pad_id, shared)
+
+    assert_gradients_equal_the_padded_rows(tiny_model, pack, checkpointing)
 
 
 def test_a_token_budget_counts_real_tokens_and_keeps_every_row():

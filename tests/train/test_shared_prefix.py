@@ -198,18 +198,24 @@ def _gradients(policy, batch):
     }
 
 
-@pytest.mark.parametrize("checkpointing", [False, True])
-def test_shared_gradients_equal_the_repeated_rows(tiny_model, checkpointing):
+def assert_gradients_equal_the_padded_rows(tiny_model, pack, checkpointing):
+    """A step's rows laid out by `pack(rows, pad_id)` give the loss and LoRA gradients that
+    `pack_rows` gives them, with or without gradient checkpointing."""
     policy, pad_id = _policy(tiny_model)
     policy.train()
     if checkpointing:
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     rows = _step_rows(seed=2)
     expected_loss, expected = _gradients(policy, pack_rows(rows, pad_id))
-    loss, actual = _gradients(policy, pack_shared(rows, pad_id))
+    loss, actual = _gradients(policy, pack(rows, pad_id))
     torch.testing.assert_close(loss, expected_loss, rtol=1e-5, atol=0)
     assert actual.keys() == expected.keys() and any("lora_A" in n for n in actual)
     assert_same_gradients(actual, expected)
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_shared_gradients_equal_the_repeated_rows(tiny_model, checkpointing):
+    assert_gradients_equal_the_padded_rows(tiny_model, pack_shared, checkpointing)
 
 
 @pytest.mark.parametrize(
