@@ -127,8 +127,9 @@ class FlatLayout:
     """[M] the pack each position belongs to."""
     segment_ids: torch.Tensor = field(repr=False)
     """[M] 0 on a pack's prefix, j on its j-th suffix."""
-    block_mask: BlockMask | None = field(repr=False)
-    """FlexAttention's block mask of the same rule (on CUDA), else None."""
+    mask: BlockMask | torch.Tensor = field(repr=False)
+    """The rule as FlexAttention's block mask (where FlexAttention runs), else as a dense
+    [1, 1, M, M] bool mask; built once a forward and shared by every layer."""
 
     @classmethod
     def from_ids(
@@ -136,31 +137,29 @@ class FlatLayout:
     ) -> FlatLayout:
         """pack_ids, segment_ids [1, M] (as the batch holds them) -> the layout, on their
         device, with a block mask if `flex` (None: on CUDA, the one device where FlexAttention
-        runs a backward)."""
-        layout = cls(pack_ids.flatten(), segment_ids.flatten(), None)
-        if not (pack_ids.is_cuda if flex is None else flex):
-            return layout
-        length = len(layout.pack_ids)
-        mask = create_block_mask(layout.mask_mod(), None, None, length, length, pack_ids.device)
-        return cls(layout.pack_ids, layout.segment_ids, mask)
+        runs a backward), else the dense mask."""
+        packs, segments = pack_ids.flatten(), segment_ids.flatten()
+        allows = mask_mod(packs, segments)
+        length = len(packs)
+        if pack_ids.is_cuda if flex is None else flex:
+            mask = create_block_mask(allows, None, None, length, length, pack_ids.device)
+        else:
+            positions = torch.arange(length, device=pack_ids.device)
+            mask = allows(None, None, positions.unsqueeze(1), positions.unsqueeze(0))[None, None]
+        return cls(packs, segments, mask)
 
-    def mask_mod(self) -> Callable[..., torch.Tensor]:
-        """FlexAttention's `mask_mod` (a plain function, as `create_block_mask` requires):
-        (batch, head, query, key) -> whether position `query` attends to position `key`."""
-        packs, segments = self.pack_ids, self.segment_ids
 
-        def allows(_batch: Any, _head: Any, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-            same_pack = packs[query] == packs[key]
-            visible = (segments[key] == 0) | (segments[key] == segments[query])
-            return same_pack & visible & (key <= query)
+def mask_mod(pack_ids: torch.Tensor, segment_ids: torch.Tensor) -> Callable[..., torch.Tensor]:
+    """`FlatLayout`'s rule as FlexAttention's `mask_mod` (a plain function, as
+    `create_block_mask` requires): (batch, head, query, key) -> whether position `query` attends
+    to position `key`. pack_ids, segment_ids [M]."""
 
-        return allows
+    def allows(_batch: Any, _head: Any, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        same_pack = pack_ids[query] == pack_ids[key]
+        visible = (segment_ids[key] == 0) | (segment_ids[key] == segment_ids[query])
+        return same_pack & visible & (key <= query)
 
-    def dense(self) -> torch.Tensor:
-        """[1, 1, M, M] bool: `allows` for every query and key."""
-        positions = torch.arange(len(self.pack_ids), device=self.pack_ids.device)
-        allows = self.mask_mod()
-        return allows(None, None, positions.unsqueeze(1), positions.unsqueeze(0))[None, None]
+    return allows
 
 
 def as_attention_mask(
@@ -207,11 +206,11 @@ def flat_attention(
     transformers' attention functions return it. FlexAttention where the layout has a block mask
     (CUDA); elsewhere scaled-dot-product attention under the dense mask, for the CPU, where
     FlexAttention cannot run a backward."""
-    if layout.block_mask is not None:
-        out = flex_attend(query, key, value, layout.block_mask, scaling)
+    if isinstance(layout.mask, BlockMask):
+        out = flex_attend(query, key, value, layout.mask, scaling)
     else:
         out = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=layout.dense(), scale=scaling, enable_gqa=True
+            query, key, value, attn_mask=layout.mask, scale=scaling, enable_gqa=True
         )
     return out.transpose(1, 2)
 
