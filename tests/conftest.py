@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -53,6 +54,31 @@ def tiny_model(tiny_model_path):
     from lexrl.models import load_base
 
     return load_base(ModelConfig(), path=tiny_model_path)
+
+
+@pytest.fixture()
+def lexrl_in_process(capfd, monkeypatch):
+    """`lexrl ARGS` run by `lexrl.cli.main` in this process; returns what `tests.e2e.run_lexrl`
+    does (exit status, stdout, stderr). A new Python spends about 5 s of CPU importing torch,
+    transformers and peft before a short command starts, most of such a test's cost on CI's two
+    cores. For commands judged by what they print, write and exit with; a test of how a process
+    starts, is signalled or exits keeps `run_lexrl`, and so do the end-to-end runs of the CLI."""
+    from lexrl.cli import main
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        monkeypatch.setenv("WANDB_API_KEY", "")
+        monkeypatch.setenv("WANDB_SILENT", "true")
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        capfd.readouterr()
+        try:
+            main(list(args))
+            status = 0
+        except SystemExit as exit_:
+            status = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["lexrl", *args], status, out, err)
+
+    return run
 
 
 @pytest.fixture(scope="session")

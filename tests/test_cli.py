@@ -114,14 +114,14 @@ def test_envs_stats_prints_loader_statistics():
 
 
 @pytest.mark.slow
-def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
+def test_bm25_baseline_summary_matches_its_rankings(lexrl_in_process, tmp_path):
     from tests.envs.test_statute_ranking import direct
 
     config = tmp_path / "bm25.yaml"
     config.write_text(
         f"env:\n  type: statute\n  eval:\n    ks: [3, 10]\nrun:\n  output_dir: {tmp_path / 'out'}\n"
     )
-    result = run_lexrl(
+    result = lexrl_in_process(
         "eval", str(config), "--eval.policy", "false", "--env.eval.baselines", "[bm25]"
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -143,7 +143,7 @@ def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
             assert summary[f"{name}@{k}"]["low"] <= expected <= summary[f"{name}@{k}"]["high"]
 
     # Another setting of the same evaluation writes beside the first, never over it.
-    result = run_lexrl(
+    result = lexrl_in_process(
         "eval", str(config), "--eval.policy", "false", "--env.eval.baselines", "[bm25]",
         "--eval.max_tasks", "20",
     )  # fmt: skip
@@ -155,7 +155,7 @@ def test_bm25_baseline_summary_matches_its_rankings(tmp_path):
 
 
 @pytest.mark.slow
-def test_index_then_dense_baselines_with_tiny_models(tmp_path):
+def test_index_then_dense_baselines_with_tiny_models(lexrl_in_process, tmp_path):
     config = tmp_path / "dense.yaml"
     config.write_text(
         "env:\n  type: statute\n  first_stage_k: 8\n  retrieval:\n    dense_model: tiny\n"
@@ -163,13 +163,13 @@ def test_index_then_dense_baselines_with_tiny_models(tmp_path):
         f"  eval:\n    baselines: [bm25, dense, dense+reranker]\neval:\n  policy: false\n"
         f"run:\n  output_dir: {tmp_path / 'out'}\n"
     )
-    result = run_lexrl("index", str(config))
+    result = lexrl_in_process("index", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     built = json.loads(result.stdout.strip().splitlines()[-1])
     assert (built["documents"], built["dim"]) == (49, 64)
     assert (tmp_path / "index" / built["index"].rsplit("/", 1)[-1]).is_file()
 
-    result = run_lexrl("eval", str(config))
+    result = lexrl_in_process("eval", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "encoding corpus" not in result.stderr, "the index should come from the cache"
     written = report_dir(result.stdout)
@@ -208,9 +208,9 @@ def test_stats_load_no_retrieval_model(tmp_path):
     assert json.loads(result.stdout)["test"]["queries"] == 2
 
 
-def test_a_model_neither_local_nor_on_the_hub_fails_in_one_line(tmp_path):
+def test_a_model_neither_local_nor_on_the_hub_fails_in_one_line(lexrl_in_process, tmp_path):
     config = csaid_config(tmp_path, "no-such-org/no-such-embedder")
-    result = run_lexrl("eval", str(config))
+    result = lexrl_in_process("eval", str(config))
     assert result.returncode == 4
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
@@ -223,7 +223,7 @@ def test_a_model_neither_local_nor_on_the_hub_fails_in_one_line(tmp_path):
     ):
         assert way_out in last
 
-    result = run_lexrl(
+    result = lexrl_in_process(
         "eval",
         str(config),
         "--eval.policy",
@@ -250,7 +250,9 @@ def test_a_mistyped_option_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_eval_says_that_it_builds_the_warm_start_and_then_that_it_reuses_it(tmp_path, model_cache):
+def test_eval_says_that_it_builds_the_warm_start_and_then_that_it_reuses_it(
+    lexrl_in_process, tmp_path, model_cache
+):
     config = tmp_path / "lexam.yaml"
     config.write_text(
         f"model:\n  name_or_path: tiny\n  cache_dir: {model_cache}\n"
@@ -258,7 +260,7 @@ def test_eval_says_that_it_builds_the_warm_start_and_then_that_it_reuses_it(tmp_
         "warmstart:\n  enabled: true\n  num_episodes: 4\n  epochs: 1\n"
         f"eval:\n  max_tasks: 1\nrun:\n  output_dir: {tmp_path / 'run'}\n"
     )
-    built, reused = (run_lexrl("eval", str(config)) for _ in range(2))
+    built, reused = (lexrl_in_process("eval", str(config)) for _ in range(2))
     assert built.returncode == reused.returncode == 0, built.stderr[-3000:] + reused.stderr[-3000:]
     said = " ".join(built.stdout.split())
     assert "warm-start: 1 SFT steps on 4 scripted rows, built once and cached in " in said
@@ -266,7 +268,9 @@ def test_eval_says_that_it_builds_the_warm_start_and_then_that_it_reuses_it(tmp_
     assert "warm-start: cached " in reused.stdout and "SFT steps" not in reused.stdout
 
 
-def test_lexam_eval_prints_means_with_intervals_and_writes_the_report(tmp_path, model_cache):
+def test_lexam_eval_prints_means_with_intervals_and_writes_the_report(
+    lexrl_in_process, tmp_path, model_cache
+):
     config = tmp_path / "lexam.yaml"
     config.write_text(
         f"model:\n  name_or_path: tiny\n  cache_dir: {model_cache}\n"
@@ -274,7 +278,7 @@ def test_lexam_eval_prints_means_with_intervals_and_writes_the_report(tmp_path, 
         "env:\n  type: lexam\n"
         f"eval:\n  max_tasks: 4\n  samples_per_task: 2\nrun:\n  output_dir: {tmp_path / 'run'}\n"
     )
-    result = run_lexrl("eval", str(config))
+    result = lexrl_in_process("eval", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "accuracy" in result.stdout and "parsed" in result.stdout
     written = report_dir(result.stdout)
@@ -288,7 +292,9 @@ def test_lexam_eval_prints_means_with_intervals_and_writes_the_report(tmp_path, 
 
 
 @pytest.mark.slow
-def test_argument_eval_prints_the_papers_table_beside_the_teacher(tmp_path, model_cache):
+def test_argument_eval_prints_the_papers_table_beside_the_teacher(
+    lexrl_in_process, tmp_path, model_cache
+):
     config = tmp_path / "argument.yaml"
     config.write_text(
         f"model:\n  name_or_path: tiny\n  cache_dir: {model_cache}\n"
@@ -297,7 +303,7 @@ def test_argument_eval_prints_the_papers_table_beside_the_teacher(tmp_path, mode
         "  train_per_kind: 4\n  test_per_kind: 2\n"
         f"eval:\n  samples_per_task: 2\nrun:\n  output_dir: {tmp_path / 'run'}\n"
     )
-    result = run_lexrl("eval", str(config), "--env.workflow", "SA")
+    result = lexrl_in_process("eval", str(config), "--env.workflow", "SA")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| SA (base) | 4 / 4 / 4 |" in result.stdout  # episodes: 2 triples x 2 samples
     written = report_dir(result.stdout)
@@ -361,10 +367,12 @@ run:
 
 
 @pytest.mark.slow
-def test_debate_eval_scores_every_system_on_the_same_questions(tmp_path, model_cache):
+def test_debate_eval_scores_every_system_on_the_same_questions(
+    lexrl_in_process, tmp_path, model_cache
+):
     config = tmp_path / "debate.yaml"
     config.write_text(DEBATE_TINY.format(cache=model_cache, out=tmp_path / "run"))
-    result = run_lexrl("eval", str(config))
+    result = lexrl_in_process("eval", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "single agent (base)" in result.stdout and "MAD-IRAC (base)" in result.stdout
     report = json.loads((report_dir(result.stdout) / "eval_test_report.json").read_text())
@@ -395,7 +403,9 @@ def test_debate_adversarial_training_logs_each_roles_reward(tmp_path, model_cach
 
 
 @pytest.mark.slow
-def test_gdpr_eval_scores_the_grid_and_the_live_form_beside_the_baselines(tmp_path, model_cache):
+def test_gdpr_eval_scores_the_grid_and_the_live_form_beside_the_baselines(
+    lexrl_in_process, tmp_path, model_cache
+):
     config = tmp_path / "gdpr.yaml"
     config.write_text(
         f"model:\n  name_or_path: tiny\n  cache_dir: {model_cache}\n"
@@ -404,7 +414,7 @@ def test_gdpr_eval_scores_the_grid_and_the_live_form_beside_the_baselines(tmp_pa
         "  max_new_tokens: 8\n  agent_max_new_tokens: 8\n"
         f"eval:\n  max_tasks: 6\nrun:\n  output_dir: {tmp_path / 'run'}\n"
     )
-    result = run_lexrl("eval", str(config))
+    result = lexrl_in_process("eval", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "always Yes / always B" in result.stdout
     report = json.loads((report_dir(result.stdout) / "eval_test_report.json").read_text())

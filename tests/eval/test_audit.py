@@ -3,8 +3,6 @@ marks the large ones, and the command on the CPU mixture."""
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -159,12 +157,9 @@ def test_a_random_policy_is_averaged_over_seeds(tokenizer):
     assert "task_values" not in row.as_json() and row.as_json()["policy"] == "random_letter"
 
 
-def test_the_command_audits_every_member_of_the_cpu_mixture(model_cache):
-    command = [sys.executable, "-m", "lexrl.cli", "audit", "configs/legal_mix_cpu.yaml"]
+def test_the_command_audits_every_member_of_the_cpu_mixture(lexrl_in_process, model_cache):
     options = ["--max-tasks", "2", "--json", "--model.cache_dir", model_cache]
-    done = subprocess.run(
-        command + options, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
-    )
+    done = lexrl_in_process("audit", str(ROOT / "configs/legal_mix_cpu.yaml"), *options)
     assert done.returncode == 0, done.stderr
     *table, rows_json = done.stdout.strip().splitlines()
     rows = json.loads(rows_json)
@@ -177,24 +172,18 @@ def test_the_command_audits_every_member_of_the_cpu_mixture(model_cache):
     assert {"always_abstain", "majority_label", "exit_at_once"} <= {row["policy"] for row in rows}
 
 
-def test_the_command_rejects_a_max_tasks_below_one():
-    command = [sys.executable, "-m", "lexrl.cli", "audit", "configs/legal_mix_cpu.yaml"]
-    done = subprocess.run(
-        [*command, "--max-tasks", "0"], cwd=ROOT, capture_output=True, text=True, check=False
-    )
+def test_the_command_rejects_a_max_tasks_below_one(lexrl_in_process):
+    done = lexrl_in_process("audit", str(ROOT / "configs/legal_mix_cpu.yaml"), "--max-tasks", "0")
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith("config error: --max-tasks 0")
 
 
-def test_lexrl_eval_shows_each_envs_degenerate_baselines(model_cache, tmp_path):
-    command = [sys.executable, "-m", "lexrl.cli", "eval", "configs/legal_mix_cpu.yaml"]
+def test_lexrl_eval_shows_each_envs_degenerate_baselines(lexrl_in_process, model_cache, tmp_path):
     options = [
         "--eval.policy", "false", "--eval.max_tasks", "4",
         "--model.cache_dir", model_cache, "--run.output_dir", str(tmp_path),
     ]  # fmt: skip
-    done = subprocess.run(
-        command + options, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
-    )
+    done = lexrl_in_process("eval", str(ROOT / "configs/legal_mix_cpu.yaml"), *options)
     assert done.returncode == 0, done.stderr[-3000:]
     (report_file,) = tmp_path.glob("eval/*/eval_test_report.json")
     report = json.loads(report_file.read_text())

@@ -2,8 +2,6 @@
 refusing a run its GPU cannot hold (device memory simulated)."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -149,19 +147,20 @@ def test_a_bad_trajectory_line_names_the_file_and_line(tmp_path):
     assert profile_from_counts("4x1500+200").tokens == 4 * 1700
 
 
-def _plan(*args):
-    out = subprocess.run(
-        [sys.executable, "-m", "lexrl.cli", "plan", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return out.returncode, out.stdout, out.stderr
+@pytest.fixture()
+def plan(lexrl_in_process, monkeypatch):
+    """`lexrl plan ARGS` from the repository root: exit status, stdout, stderr."""
+    monkeypatch.chdir(ROOT)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        out = lexrl_in_process("plan", *args)
+        return out.returncode, out.stdout, out.stderr
+
+    return run
 
 
-def test_the_8x4090_layouts_of_the_paper_config_fit():
-    code, out, err = _plan(
+def test_the_8x4090_layouts_of_the_paper_config_fit(plan):
+    code, out, err = plan(
         "configs/stard_mas_grpo.yaml", "--gpus", "8", "--gpu-memory", "24", "--json"
     )
     assert code == 0, err
@@ -174,8 +173,8 @@ def test_the_8x4090_layouts_of_the_paper_config_fit():
     assert all(p["trainer_gib"]["retrieval models"] == 0 for p in plans.values())
 
 
-def test_without_checkpointing_the_paper_config_does_not_fit_and_says_what_to_change():
-    code, out, err = _plan(
+def test_without_checkpointing_the_paper_config_does_not_fit_and_says_what_to_change(plan):
+    code, out, err = plan(
         "configs/stard_mas_grpo.yaml",
         "--gpus",
         "8",
@@ -201,8 +200,8 @@ def test_without_checkpointing_the_paper_config_does_not_fit_and_says_what_to_ch
         ("--gpus", "0", "--gpus 0: give the GPUs of one machine, from 1 to 72"),
     ],
 )
-def test_a_gpu_no_machine_has_is_a_plan_error_not_a_plan(flag, value, message):
-    code, out, err = _plan("configs/stard_mas_grpo.yaml", flag, value)
+def test_a_gpu_no_machine_has_is_a_plan_error_not_a_plan(plan, flag, value, message):
+    code, out, err = plan("configs/stard_mas_grpo.yaml", flag, value)
     assert (code, out) == (8, "")
     assert err.startswith(f"plan error: {message}") and len(err.strip().splitlines()) == 1
 
@@ -236,8 +235,8 @@ def test_lexrl_train_refuses_a_run_its_gpu_cannot_hold(monkeypatch, capsys, tmp_
     assert not (tmp_path / "run").exists()
 
 
-def test_the_one_h100_config_fits_one_h100():
-    code, out, err = _plan("configs/stard_mas_grpo_h100.yaml", "--gpu", "h100", "--json")
+def test_the_one_h100_config_fits_one_h100(plan):
+    code, out, err = plan("configs/stard_mas_grpo_h100.yaml", "--gpu", "h100", "--json")
     assert code == 0, err
     (plan,) = json.loads(out.strip().splitlines()[-1])
     assert plan["fits"] and plan["trainer_gib"]["peak"] < 0.9 * 80
@@ -245,8 +244,8 @@ def test_the_one_h100_config_fits_one_h100():
 
 
 @pytest.mark.slow
-def test_token_counts_from_a_scripted_rollout_with_the_models_tokenizer(tmp_path):
-    code, out, err = _plan(
+def test_token_counts_from_a_scripted_rollout_with_the_models_tokenizer(plan, tmp_path):
+    code, out, err = plan(
         "configs/demo_cpu.yaml", "--episodes", "4", "--model.cache_dir", str(tmp_path)
     )
     assert code == 0, err
