@@ -23,6 +23,7 @@ and a citation counts only when the JSON lists it too.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -96,12 +97,14 @@ class Statement:
     denied: frozenset[str]
 
 
-def statements(text: str) -> list[Statement]:
+@functools.lru_cache(maxsize=4096)
+def statements(text: str) -> tuple[Statement, ...]:
     """The clauses of a text as statements. A clause that denies ("not", "no", "lacks",
     "unlike", ...) denies its factors of every case it names; one that is only a relative or
     contrasting tail ("which c1 lacks", "but c2 lacks it") denies the factors of the clause
     before it; a case after "unlike" is denied the clause's factors ("Unlike c2, c1 has F5":
-    F5 of c1, not of c2). A clause that names no case says nothing of anyone ("F4, F6.")."""
+    F5 of c1, not of c2). A clause that names no case says nothing of anyone ("F4, F6.").
+    Cached: a ply's reward reads its text several times, and a group's samples often repeat one."""
     said: list[Statement] = []
     for clause in clauses(text):
         apart = {f"c{n}" for n in _UNLIKE_CASE.findall(clause)}
@@ -114,7 +117,7 @@ def statements(text: str) -> list[Statement]:
             said.append(Statement(frozenset(factors), frozenset(), frozenset(named | apart)))
         else:
             said.append(Statement(frozenset(factors), frozenset(named), frozenset(apart)))
-    return said
+    return tuple(said)
 
 
 def text_citations(text: str) -> set[Citation]:
