@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e import run_lexrl
 from tests.rollout.vllm_fixtures import VLLM_MISSING
 from tests.served_smollm2 import MIXTURE_TASKS, openai_options, report_of
 
@@ -34,14 +33,16 @@ def test_every_env_of_the_mixture_is_evaluated_in_one_report(mixture_eval):
         assert all(value <= 0.0 for value in turn["logprobs"])
 
 
-def test_greedy_replies_and_parse_rates_match_the_hf_backend(smollm2_server, model_cache, tmp_path):
+def test_greedy_replies_and_parse_rates_match_the_hf_backend(
+    lexrl_in_process, smollm2_server, model_cache, tmp_path
+):
     common = [
         "--eval.max_tasks", "10",
         "--eval.samples_per_task", "1",
         "--eval.greedy", "true",
         "--eval.degenerate_baselines", "false",
     ]  # fmt: skip
-    served = run_lexrl(
+    served = lexrl_in_process(
         "eval",
         "configs/lexam_cpu.yaml",
         *openai_options(smollm2_server.base_url, smollm2_server.model, tmp_path / "cache"),
@@ -49,7 +50,7 @@ def test_greedy_replies_and_parse_rates_match_the_hf_backend(smollm2_server, mod
         "--run.output_dir", str(tmp_path / "served"),
     )  # fmt: skip
     assert served.returncode == 0, served.stderr[-4000:]
-    local = run_lexrl(
+    local = lexrl_in_process(
         "eval",
         "configs/lexam_cpu.yaml",
         "--model.cache_dir", model_cache,
@@ -74,7 +75,7 @@ def test_greedy_replies_and_parse_rates_match_the_hf_backend(smollm2_server, mod
     served_parsed = served_report["summary"]["parsed"]
     local_parsed = local_report["summary"]["parsed"]
     assert abs(served_parsed - local_parsed) <= 0.2, (served_parsed, local_parsed)
-    compared = run_lexrl("compare", str(tmp_path / "local"), str(tmp_path / "served"))
+    compared = lexrl_in_process("compare", str(tmp_path / "local"), str(tmp_path / "served"))
     assert compared.returncode == 0, compared.stderr
     header = compared.stdout.splitlines()[2]
     assert "A: base (" in header and "B: smollm2 (" in header

@@ -58,7 +58,7 @@ def _records(out):
 
 
 @pytest.mark.slow
-def test_a_mixture_trains_resumes_and_is_evaluated_per_env(tmp_path, model_cache):
+def test_a_mixture_trains_resumes_and_is_evaluated_per_env(lexrl_in_process, tmp_path, model_cache):
     config, out = _config(tmp_path, "straight", model_cache, steps=3, evals=True)
     result = run_lexrl("train", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -114,7 +114,7 @@ def test_a_mixture_trains_resumes_and_is_evaluated_per_env(tmp_path, model_cache
         }
 
     checkpoint = out / "checkpoints" / "step-000003"
-    result = run_lexrl("eval", str(config), "--checkpoint", str(checkpoint))
+    result = lexrl_in_process("eval", str(config), "--checkpoint", str(checkpoint))
     assert result.returncode == 0, result.stderr[-3000:]
     folder = next((resumed / "eval").glob("step-000003_test_first2_*"))
     report = json.loads((folder / "eval_test_report.json").read_text())
