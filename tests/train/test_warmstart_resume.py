@@ -100,16 +100,21 @@ def test_a_failed_write_of_a_cache_entry_leaves_nothing_and_names_the_entrys_fil
     assert list(tmp_path.iterdir()) == []
 
 
-def _session_builds(config_path: Path, model_cache: str) -> tuple[Path, Path]:
-    """The tiny model and the warm-start `lexrl train` of `config_path` uses, as the session's
-    model cache holds them: built there once, uninterrupted, by whichever test needed them
-    first."""
+# A fifth of the suite's warm-start (32 SFT steps): it is built twice here, stopped and
+# continued and once without a stop, and its SFT steps are most of this test's CPU.
+SMALL_WARM_START = ["--warmstart.num_episodes", "60", "--warmstart.save_every", "5"]
+
+
+def _uninterrupted_builds(config_path: Path, model_cache: str) -> tuple[Path, Path]:
+    """The tiny model and the warm-start `lexrl train` of `config_path` (with `SMALL_WARM_START`)
+    uses, as the session's model cache holds them: built there without a stop, the tiny model
+    by whichever test needed it first, the warm-start by this test."""
     from lexrl.config import load_config
     from lexrl.envs import make_env
     from lexrl.models import tiny_model_dir
     from lexrl.train.trainer import resolve_base
 
-    config = load_config(config_path, ["--model.cache_dir", model_cache])
+    config = load_config(config_path, [*SMALL_WARM_START, "--model.cache_dir", model_cache])
     env = make_env(config.env)
     one_process = SimpleNamespace(main_process_first=contextlib.nullcontext)
     warm_start = Path(resolve_base(config, env, one_process))
@@ -127,7 +132,7 @@ def test_sigterm_during_the_warm_start_saves_it_exits_0_and_the_rerun_continues(
     config = write_config(
         tmp_path / "warm.yaml", str(cache), tmp_path / "run", steps=1, evals=False
     )
-    train = lexrl_command("train", str(config), "--warmstart.save_every", "10")
+    train = lexrl_command("train", str(config), *SMALL_WARM_START)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen(
         train,
@@ -141,7 +146,7 @@ def test_sigterm_during_the_warm_start_saves_it_exits_0_and_the_rerun_continues(
     partial = None
     deadline = time.monotonic() + 600
     while partial is None and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.5)
+        time.sleep(0.1)
         partial = next(cache.glob("*.partial/progress.pt"), None)
     assert partial is not None, "the warm-start saved no progress"
     process.send_signal(signal.SIGTERM)
@@ -158,7 +163,7 @@ def test_sigterm_during_the_warm_start_saves_it_exits_0_and_the_rerun_continues(
     assert not list(cache.glob("*.partial"))  # removed once the entry is cached
     assert not list(cache.glob(".tmp-*"))
 
-    for entry in _session_builds(config, model_cache):
+    for entry in _uninterrupted_builds(config, model_cache):
         built = cache / entry.name
         assert built.is_dir(), f"{entry.name} was not built in the empty cache"
         ours, theirs = (load_file(folder / "model.safetensors") for folder in (built, entry))
