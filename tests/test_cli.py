@@ -357,7 +357,7 @@ env:
 eval:
   max_tasks: 6
 logging:
-  wandb_mode: offline
+  wandb_mode: disabled  # W&B's service costs each run seconds; the tiny run above checks it
 run:
   output_dir: {out}
   max_steps: 1
