@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import os
 import random
 import signal
 import subprocess
@@ -310,27 +309,14 @@ def test_sessions_beyond_max_sessions_are_refused(served_env):
     asyncio.run(sessions())
 
 
-def test_serve_env_refuses_a_taken_port_and_an_unknown_split(served_env):
+def test_serve_env_refuses_a_taken_port_and_an_unknown_split(lexrl_in_process, served_env):
     port = served_env.rsplit(":", 1)[1]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    taken = subprocess.run(
-        lexrl_command("serve-env", CONFIG, "--port", port),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    taken = lexrl_in_process("serve-env", CONFIG, "--port", port)
     assert taken.returncode == 2, taken.stderr
     assert taken.stderr.strip().splitlines() == [
         f"config error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)"
     ]
-    split = subprocess.run(
-        lexrl_command("serve-env", CONFIG, "--port", str(free_port()), "--split", "bogus"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    split = lexrl_in_process("serve-env", CONFIG, "--port", str(free_port()), "--split", "bogus")
     assert split.returncode == 2, split.stderr
     (line,) = split.stderr.strip().splitlines()
     assert line.startswith("config error: --split bogus:") and "has no split 'bogus'" in line

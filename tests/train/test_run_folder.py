@@ -15,7 +15,6 @@ from lexrl.errors import EXIT_CODES, ConfigError
 from lexrl.train.manifest import MANIFEST_FILE, STATE_FILE, build_manifest
 from lexrl.train.run_lock import LOCK_NAME, RunFolderTaken, refuse_another_run
 from lexrl.train.trainer import changed_keys, checkpoint_to_resume, run_record, save_run_config
-from tests.e2e import run_lexrl
 
 
 def _files(folder: Path) -> dict[Path, bytes]:
@@ -193,12 +192,14 @@ def _error_lines(stderr: str, kind: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_second_train_into_a_finished_folder_is_refused_and_loses_nothing(finished_run):
+def test_a_second_train_into_a_finished_folder_is_refused_and_loses_nothing(
+    lexrl_in_process, finished_run
+):
     config, out = finished_run
     before = _files(out)
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 1
 
-    result = run_lexrl("train", str(config))
+    result = lexrl_in_process("train", str(config))
 
     assert result.returncode == 7, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
@@ -212,11 +213,13 @@ def test_a_second_train_into_a_finished_folder_is_refused_and_loses_nothing(fini
 
 
 @pytest.mark.slow
-def test_a_resume_with_another_lora_rank_is_refused_and_loses_nothing(finished_run):
+def test_a_resume_with_another_lora_rank_is_refused_and_loses_nothing(
+    lexrl_in_process, finished_run
+):
     config, out = finished_run
     before = _files(out)
 
-    result = run_lexrl("train", str(config), "--run.resume", "true", "--lora.r", "8")
+    result = lexrl_in_process("train", str(config), "--run.resume", "true", "--lora.r", "8")
 
     assert result.returncode == 2, result.stderr[-3000:]
     [line] = _error_lines(result.stderr, "config")
