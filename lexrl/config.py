@@ -359,6 +359,18 @@ class RunConfig:
     after which the run checkpoints and stops with an error naming the judge URL and the last
     failure. A step with no scored episode trains on nothing, so it only looks alive. 0: never
     stop."""
+    no_signal_steps: int = 3
+    """Steps from the start with no learning signal (every group's rewards equal, so every
+    advantage is 0 and the update moves nothing) after which the run prints one line beginning
+    `no learning signal:` with the numbers and what to try (docs: "Is it learning?"). 0: never
+    check."""
+    stop_without_signal: bool = False
+    """Stop the run (a checkpoint written, exit 9) instead of warning when `no_signal_steps`
+    steps had no learning signal."""
+    torch_threads: int | None = None
+    """torch's CPU threads. None: `OMP_NUM_THREADS` if set, else lexrl picks them from the
+    cores other work leaves free (one per idle core, at least 1) and says so; torch's default
+    of one thread per core runs several-fold slower on cores another job keeps busy."""
     preflight: bool = True
     """On CUDA, check the run's memory plan (`lexrl plan`) before loading anything and refuse a
     configuration whose training process cannot fit its GPU. The plan sizes every row at the
@@ -453,6 +465,8 @@ BOUNDS: dict[str, Bound] = {
     "run.max_steps": AT_LEAST_1,
     "run.save_every": AT_LEAST_1,
     "run.max_failed_steps": AT_LEAST_0,
+    "run.no_signal_steps": AT_LEAST_0,
+    "run.torch_threads": AT_LEAST_1,
 }
 """The range of every int and float option of the core sections, by dotted key; each env's
 options carry their own (`EnvConfig.BOUNDS`). `tests/test_config_ranges.py` fails for a numeric

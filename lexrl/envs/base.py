@@ -117,6 +117,11 @@ class Env(ABC):
     episode_metrics: tuple[str, ...] = ()
     """Names of the non-reward numbers trajectories report (`Policy.finish`'s `metrics`),
     logged as `env/<name>`, each averaged over the episodes that report it."""
+    validity_metric: str | None = None
+    """The episode metric that is 1 for an episode whose replies the env could parse (its answer
+    line, its marker, its list) and 0 otherwise: training logs its mean per step as
+    `signal/parsed`, the first number to read when a run does not learn. None: `parsed` when
+    `episode_metrics` has it, else no such number (`validity_metric_name`)."""
     actions: tuple[str, ...] = ()
     """The planner's discrete decisions (the `action` of a `Trajectory.steps` entry), logged as
     `agent/planner/action/<name>`: its mean count per scored episode."""
@@ -142,6 +147,12 @@ class Env(ABC):
         `Trajectory.failed` rather than a made-up 0. Let `EpisodeCallFailed` from `chat`
         propagate: the engine records that episode as failed and the others go on; anything
         else raised ends the rollout."""
+
+    def validity_metric_name(self) -> str | None:
+        """`validity_metric`, or `parsed` when the env reports an episode metric of that name."""
+        if self.validity_metric is not None:
+            return self.validity_metric
+        return "parsed" if "parsed" in self.episode_metrics else None
 
     def train_task(
         self, position: int, positions: dict[str, int], seed: int
