@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -33,7 +34,7 @@ from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from lexrl.config import Config, save_config
+from lexrl.config import Config, WarmstartConfig, save_config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env
 from lexrl.errors import ConfigError, RunHalted
@@ -77,6 +78,15 @@ from lexrl.train.checkpoint import (
     write_together,
 )
 from lexrl.train.learner import Learner, make_accelerator, sum_over_processes, uses_deepspeed
+from lexrl.train.learning_signal import (
+    SignalWatch,
+    group_rows,
+    progress_fields,
+    signal_denominator,
+    signal_keys,
+    signal_sums,
+    verdict_lines,
+)
 from lexrl.train.logger import RunLogger, console, failed_episodes
 from lexrl.train.manifest import (
     CheckpointChoice,
@@ -181,14 +191,30 @@ def write_adapter(policy: Any, folder: Path, target: Path) -> None:
         raise
 
 
-def step_metrics(groups: list[Group], env: Env) -> dict[str, float]:
-    """Sums (not means) of this process's episode statistics, reduced across processes later;
+def step_metrics(groups: list[Group], env: Env, rows: list[Row] | None = None) -> dict[str, float]:
+    """Sums (not means) of this process's episode statistics and learning signal (`rows`, the
+    step's training rows: `step_rows`; None: no token counts), reduced across processes later;
     for a mixture also each member env's own, under `<env>/`."""
+    by_group = [[] for _ in groups] if rows is None else group_rows(groups, rows)
     sums = _episode_sums(groups)
-    if env.member_envs():
-        for part in env.parts([group.task for group in groups], groups):
-            sums.update({f"{part.name}/{k}": v for k, v in _episode_sums(part.groups).items()})
+    if not env.member_envs():
+        sums.update(signal_sums(groups, by_group, env.roles, validity_metric(env)))
+        return sums
+    sums.update(signal_sums(groups, by_group, (), None))
+    for part in env.parts([group.task for group in groups], groups):
+        mine = [i for i, group in enumerate(groups) if env.member_of(group.task) == part.name]
+        signal = signal_sums(
+            part.groups, [by_group[i] for i in mine], part.env.roles, validity_metric(part.env)
+        )
+        for key, value in {**_episode_sums(part.groups), **signal}.items():
+            sums[f"{part.name}/{key}"] = value
     return sums
+
+
+def validity_metric(env: Env) -> str | None:
+    """The env's validity metric (`Env.validity_metric_name`), None for a stand-in without."""
+    name = getattr(env, "validity_metric_name", None)
+    return name() if name is not None else None
 
 
 def _episode_sums(groups: list[Group]) -> dict[str, float]:
@@ -266,6 +292,9 @@ def metric_means(totals: dict[str, float]) -> dict[str, float]:
 
 def _mean_over(key: str, totals: dict[str, float]) -> float | None:
     """What the sum `key` is averaged over (`metric_means`); None for a count logged as is."""
+    if key.startswith("signal/"):
+        count = signal_denominator(key)
+        return None if count is None else totals[count]
     if key == "reward/group_std":
         return totals["count/groups"]
     if key.startswith("env/"):
@@ -304,7 +333,8 @@ def metric_keys_of(env: Env | None) -> list[str]:
         "judge/failed",
     ]
     if env is None:
-        return keys
+        return keys + signal_keys((), None)
+    keys += signal_keys(env.roles, validity_metric(env))
     keys += [f"reward/{c}" for c in getattr(env, "reward_components", ())]
     for metric in getattr(env, "episode_metrics", ()):
         keys += [f"env/{metric}", f"env/{metric}/reported"]
@@ -707,22 +737,25 @@ class StepLog:
         self,
         step: int,
         groups: list[Group],
+        rows: list[Row],
         losses: dict[str, float],
         perf: dict[str, float],
         started: float,
     ) -> dict[str, float]:
-        """The step's episode statistics, `losses` and timings (`perf`, and the whole step's since
-        `started`), returned; logged, with sample turns, at the steps `logging` asks for."""
+        """The step's episode statistics, learning signal (`rows`: its training rows), `losses`
+        and timings (`perf`, and the whole step's since `started`), returned; logged, with
+        sample turns, at the steps `logging` asks for."""
         run, logging = self.run, self.run.config.logging
         members = list(run.env.member_envs())
         metrics = reduce_metric_sums(
-            step_metrics(groups, run.env), self.keys, run.accelerator, members
+            step_metrics(groups, run.env, rows), self.keys, run.accelerator, members
         )
         metrics.update(losses)
         metrics.update({**perf, "perf/step_s": time.perf_counter() - started})
         self.bar.update(1)
         reward = metrics.get("reward/total")
         postfix = {"reward": "n/a" if reward is None else f"{reward:.3f}"}
+        postfix.update(progress_fields(metrics))
         postfix["step_s"] = f"{metrics['perf/step_s']:.1f}"
         failed = failed_episodes(metrics)
         if failed is not None:
@@ -776,6 +809,36 @@ class FailedSteps:
         )
 
 
+def tiny_warmstart(config: Config) -> WarmstartConfig | None:
+    """The warm-start a `no learning signal:` line names: the tiny model's, when it has one."""
+    tiny = config.model.name_or_path == "tiny" and config.warmstart.enabled
+    return config.warmstart if tiny else None
+
+
+def halt_after(
+    run: Run,
+    step: int,
+    metrics: dict[str, float],
+    groups: list[Group],
+    failures: FailedSteps,
+    signal: SignalWatch,
+) -> RunHalted | None:
+    """What ends the run after `step`, its checkpoint to be written: every episode failing
+    (`FailedSteps`), or no learning signal with `run.stop_without_signal`; without that option
+    the main process prints the `no learning signal:` line and the run goes on."""
+    checkpoint = checkpoint_dir(run.output_dir, step)
+    if failures.halts_after(metrics, groups):
+        return failures.error(checkpoint)
+    line = signal.observe(step, metrics)
+    if line is None:
+        return None
+    if run.config.run.stop_without_signal:
+        return RunHalted(f"{line}; checkpoint {checkpoint} written")
+    if run.main:
+        tqdm.write(line, file=sys.stderr)
+    return None
+
+
 def write_checkpoint(run: Run, step: int, state: dict[str, Any]) -> None:
     """The policy's adapter, the optimizer, the scheduler, the RNGs, the trainer `state` and the
     config values a resume must share (`run_record`)."""
@@ -803,25 +866,32 @@ def evaluate_after(
     )
     print_summary(summaries, console, intervals)
     (output_dir / "eval_summary.json").write_text(json.dumps(summaries, indent=2))
-    compare_before_after(run)
+    changes = compare_before_after(run)
+    rows = []
     if run.config.eval.degenerate_baselines:
-        compare_with_degenerate(run, summaries, intervals, task_values)
+        rows = compare_with_degenerate(run, summaries, intervals, task_values)
     curve = plot_learning_curve(output_dir, summaries, list(env.member_envs()))
     console.print(f"learning curve: {curve}")
     if "before" in intervals:
         bars = plot_before_after(output_dir / "before_after.png", headline_panels(env, intervals))
         console.print(f"before / after: {bars}")
+    envs = env.member_envs() or {env.name: env}
+    headlines = {
+        name: tuple(dict.fromkeys(("reward", e.headline_metric))) for name, e in envs.items()
+    }
+    for line in verdict_lines(headlines, changes, rows):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
-def compare_before_after(run: Run) -> None:
-    """Print and write (`eval_before_after.json` and `.md`) each env's reward and metrics before
-    and after training, paired task by task (`before_after`); nothing without a before
-    evaluation."""
+def compare_before_after(run: Run) -> list[before_after.Change]:
+    """Print, write (`eval_before_after.json` and `.md`) and return each env's reward and
+    metrics before and after training, paired task by task (`before_after`); nothing without a
+    before evaluation."""
     before_file, after_file = (
         run.output_dir / f"eval_{when}.jsonl" for when in ("before", "after")
     )
     if not before_file.is_file():
-        return
+        return []
     envs = run.env.member_envs() or {"": run.env}
     keys = tuple(
         dict.fromkeys(m for env in envs.values() for m in ("reward", *env.episode_metrics))
@@ -844,6 +914,7 @@ def compare_before_after(run: Run) -> None:
         json.dumps(before_after.as_json(changes), indent=2),
     )
     write_text(run.output_dir / "eval_before_after.md", table + "\n")
+    return changes
 
 
 def compare_with_degenerate(
@@ -851,8 +922,8 @@ def compare_with_degenerate(
     summaries: dict[str, dict[str, float]],
     intervals: dict[str, dict[str, dict[str, float]]],
     task_values: dict[str, dict[str, dict[str, float]]],
-) -> None:
-    """Print and write (`eval_vs_degenerate.json` and `.md`) the trained policy's held-out
+) -> list[degenerate_gain.DegenerateGain]:
+    """Print, write (`eval_vs_degenerate.json` and `.md`) and return the trained policy's held-out
     numbers against each env's best degenerate policy on the same tasks, paired task by task
     through `task_values` (`degenerate_gain`)."""
     env, config = run.env, run.config
@@ -869,12 +940,14 @@ def compare_with_degenerate(
         json.dumps(degenerate_gain.as_json(rows), indent=2),
     )
     write_text(run.output_dir / "eval_vs_degenerate.md", table + "\n")
+    return rows
 
 
 def train(config: Config) -> dict[str, dict[str, float]]:
     """GRPO steps up to `run.max_steps` (fewer after a SIGTERM); returns the evaluation summaries,
     `before` and `after`. Raises RunHalted, its checkpoint written, when every episode fails for
-    `run.max_failed_steps` steps in a row (`FailedSteps`)."""
+    `run.max_failed_steps` steps in a row (`FailedSteps`), or with `run.stop_without_signal`
+    when the first `run.no_signal_steps` steps had no learning signal (`SignalWatch`)."""
     if config.rollout.backend == "openai":
         raise ConfigError(
             "`rollout.backend: openai` is for evaluation (`lexrl eval`, `lexrl rollout`): the "
@@ -896,8 +969,9 @@ def train(config: Config) -> dict[str, dict[str, float]]:
     rollouts = Rollouts(run)
     progress = StepLog(run, logger, step)
     failures = FailedSteps(config.run.max_failed_steps)
+    signal = SignalWatch(config.run.no_signal_steps, step, tiny_warmstart(config))
     stop = StopRequest()
-    stopping = halted = False
+    stopping, halt = False, None
     while step < config.run.max_steps:
         started = time.perf_counter()
         episodes = rollouts.next(step, state)
@@ -910,21 +984,21 @@ def train(config: Config) -> dict[str, dict[str, float]]:
             **update_perf,
             "perf/adapter_sync_s": sync_s,
         }
-        metrics = progress.record(step, episodes.groups, losses, perf, started)
-        halted = failures.halts_after(metrics, episodes.groups)
+        metrics = progress.record(step, episodes.groups, rows, losses, perf, started)
+        halt = halt_after(run, step, metrics, episodes.groups, failures, signal)
         stopping = stop.agreed(accelerator)
-        last = step == config.run.max_steps or stopping or halted
+        last = step == config.run.max_steps or stopping or halt is not None
         if step % config.run.save_every == 0 or last:
             write_checkpoint(run, step, state)
-        if stopping or halted:
+        if stopping or halt is not None:
             break
 
     progress.close()
     stop.restore()
     rollouts.close()
-    if halted:
+    if halt is not None:
         logger.finish()
-        raise failures.error(checkpoint_dir(run.output_dir, step))
+        raise halt
     if stopping and run.main:
         console.print(
             f"stopped by {stop.name} after step {step}, checkpoint written: continue with "
