@@ -180,8 +180,9 @@ def _parser() -> argparse.ArgumentParser:
     envs = commands.add_parser(
         "envs",
         help="list the registered environments, or one env's data statistics",
-        description="List the registered environments; with --stats, load one env's data and\n"
-        "print its loader statistics.",
+        description="List the registered environments; with --stats, load the env's data (every\n"
+        "env's, each with its defaults, when no NAME, --config or --env.* is given) and print\n"
+        "its statistics: a plugin's are its roles, tasks per split and input lengths.",
         epilog="With --stats, `--env.*` overrides set the env's options as for any command, e.g.\n"
         "  lexrl envs statute --stats --env.dataset stard --env.queries_path data/stard/queries.json\n"
         "  lexrl envs lexam --stats --config configs/lexam_mcq.yaml --env.language en",
@@ -393,6 +394,9 @@ def _envs(args: argparse.Namespace, overrides: list[str]) -> None:
 
     if args.name is not None:
         env_config_class(args.name, "env name")
+    if args.stats and args.name is None and args.config is None and not overrides:
+        _all_env_stats(sorted(discover_envs()))
+        return
     if args.stats:
         if args.config is None and args.name is not None:
             overrides = ["--env.type", args.name, *overrides]
@@ -411,6 +415,20 @@ def _envs(args: argparse.Namespace, overrides: list[str]) -> None:
     for name, failure in failed_plugins().items():
         if args.name is None:
             print(f"{name:10s} (failed to load: {failure})")
+
+
+def _all_env_stats(names: list[str]) -> None:
+    """`lexrl envs --stats`: every registered env's statistics, each env loaded with its options'
+    defaults, as one JSON object by name. An env those defaults cannot load (`mix` needs its
+    members) gets its error in one line, and the others still print."""
+    stats = {}
+    for name in names:
+        try:
+            stats[name] = load_config(None, ["--env.type", name]).env.build().stats()
+        except Exception as error:  # one env's data or code must not hide the others'
+            stats[name] = {"error": f"{type(error).__name__}: {error}"}
+            print(f"{name}: not loaded with its defaults: {error}", file=sys.stderr)
+    print(json.dumps(stats, indent=2, ensure_ascii=False))
 
 
 def _new_env(args: argparse.Namespace, overrides: list[str]) -> None:

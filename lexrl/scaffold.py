@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import keyword
+import random
 import re
 from pathlib import Path
 from string import Template
@@ -45,6 +46,17 @@ include = ["$name*"]
 
 [tool.setuptools.package-data]
 "$name" = ["prompts/*.txt", "data/*.jsonl"]
+
+[tool.ruff]
+line-length = 100
+extend-exclude = ["build", "runs"]
+
+[tool.ruff.lint]
+select = ["E", "F", "W", "I", "B", "UP"]
+ignore = ["E501"]  # a docstring may run past the line length; `ruff format` keeps code within it
+
+[tool.ruff.lint.isort]
+known-first-party = ["$name"]
 """
 
 OPTIONS = '''\
@@ -83,7 +95,11 @@ class $config_class(EnvConfig):
     """How the last role gives its answer: `line` (a line `Answer: yes`)."""
 
     CHOICES = {"answer_style": ("line",)}
-    BOUNDS = {"temperature": AT_LEAST_0, "max_new_tokens": AT_LEAST_1, "format_weight": AT_LEAST_0}
+    BOUNDS = {
+        "temperature": AT_LEAST_0,
+        "max_new_tokens": AT_LEAST_1,
+        "format_weight": AT_LEAST_0,
+    }
 
     def check(self, path: str, config: Any) -> None:
         if self.tasks_path and not self.tasks_path.endswith(".jsonl"):
@@ -113,7 +129,7 @@ from lexrl.types import Task, Trajectory
 from $name.options import $config_class
 from $name.reward import ANSWERS, answer_reward, parse_answer
 
-ROLES = $roles_tuple
+ROLES = ($roles_list)
 
 
 def load_tasks(path: str) -> dict[str, list[Task]]:
@@ -141,12 +157,12 @@ class $env_class(Env):
 
     def __init__(self, config: $config_class):
         self.config = config
-        path = config.tasks_path or str(resources.files("$name") / "data" / "tasks.jsonl")
-        self._tasks = load_tasks(path)
+        packaged = resources.files("$name") / "data" / "tasks.jsonl"
+        self._tasks = load_tasks(config.tasks_path or str(packaged))
 
     def tasks(self, split: str) -> list[Task]:
         if split not in self._tasks:
-            raise DatasetError(f"the $name env has splits train and test, not {split!r}")
+            raise DatasetError(f"the {self.name} env has splits train and test, not {split!r}")
         return self._tasks[split]
 
     def user_message(self, task: Task, replies: list[tuple[str, str]]) -> str:
@@ -189,8 +205,9 @@ class $env_class(Env):
 
     def text_corpus(self) -> list[str]:
         prompts = [prompt_text("$name", role) for role in self.roles]
-        train = [task.inputs["question"] + " " + task.meta["rationale"] for task in self.tasks("train")]
-        return [*prompts, *train, "Answer: yes", "Answer: no"]
+        train = self.tasks("train")
+        texts = [f"{task.inputs['question']} {task.meta['rationale']}" for task in train]
+        return [*prompts, *texts, "Answer: yes", "Answer: no"]
 '''
 
 REWARD = '''\
@@ -221,51 +238,59 @@ def answer_reward(answer: str | None, gold: str, format_weight: float) -> dict[s
 
 CONFIG = """\
 # The $name env on the CPU: lexrl's built-in tiny model (its tokenizer trained on the env's
-# `text_corpus`), a short warm-start on the scripted teacher, then GRPO with LoRA.
+# `text_corpus`), a warm-start on the scripted teacher long enough for the answer line to parse,
+# then GRPO with LoRA; evaluated on the 48 held-out questions before and after, then against
+# every degenerate policy (`eval_vs_degenerate.md`).
 #   lexrl audit configs/${name}_cpu.yaml
 #   lexrl train configs/${name}_cpu.yaml
-#   lexrl eval configs/${name}_cpu.yaml --checkpoint runs/${name}_cpu/checkpoints/step-000002
+#   lexrl eval configs/${name}_cpu.yaml --checkpoint runs/${name}_cpu/checkpoints/step-$final_step
 model:
   name_or_path: tiny
   tiny_layers: 2
   tiny_hidden_size: 128
+lora:
+  r: 16
+  alpha: 32
 rollout:
-  max_new_tokens: 48
+  max_new_tokens: 32
 grpo:
-  num_generations: 4
-  tasks_per_step: 2
+  num_generations: 8
+  tasks_per_step: 4
   loss: grpo
-  learning_rate: 0.002
-  micro_batch_size: 16
+  learning_rate: 0.001
+  beta: 0.04             # KL to the warm-started model, DeepSeekMath's value (Shao et al. 2024)
+  micro_batch_size: 32
 env:
   type: $name
   format_weight: 0.1
 warmstart:
   enabled: true
-  num_episodes: 96
-  epochs: 1
+  num_episodes: $warmstart_episodes       # episodes x roles x epochs / batch_size = SFT steps
+  epochs: 2
 eval:
   split: test
-  max_tasks: 8
+  max_tasks: null        # all 48: a paired verdict needs them (docs: Contributing)
+  samples_per_task: 2
 logging:
   wandb_mode: disabled
 run:
   output_dir: runs/${name}_cpu
-  max_steps: 2
-  save_every: 2
+  max_steps: $max_steps
+  save_every: $max_steps
 """
 
 TEST = '''\
 """The $name env: its reward, its data and its teacher against its degenerate policies."""
 
 import asyncio
+import json
 import random
 
 import pytest
-
 from lexrl.config import load_config
 from lexrl.envs.data import DatasetError
 from lexrl.rollout.policy import ScriptedPolicy
+
 from $name.env import load_tasks
 from $name.options import $config_class
 from $name.reward import answer_reward, parse_answer
@@ -283,12 +308,14 @@ def test_a_constant_answer_earns_nothing_on_balanced_questions():
 
 def test_the_config_selects_the_env():
     config = load_config(None, ["--env.type", "$name"])
-    assert isinstance(config.env, $config_class) and config.env.name == "$name"
+    assert isinstance(config.env, $config_class)
+    assert config.env.name == "$name"
 
 
 def test_a_bad_line_names_the_file_and_line(tmp_path):
     path = tmp_path / "tasks.jsonl"
-    path.write_text('{"id": "a", "split": "train", "question": "q", "rationale": "r", "answer": "perhaps"}\\n')
+    row = {"id": "a", "split": "train", "question": "q", "rationale": "r", "answer": "perhaps"}
+    path.write_text(json.dumps(row) + "\\n")
     with pytest.raises(DatasetError, match="tasks.jsonl:1"):
         load_tasks(str(path))
 
@@ -316,7 +343,11 @@ Scaffolded by `lexrl new-env $name`. Install it beside lexrl and every lexrl com
     lexrl envs                                   # lists $name
     pytest tests                                 # the env's own tests
     lexrl audit configs/${name}_cpu.yaml         # the teacher against the degenerate policies
-    lexrl train configs/${name}_cpu.yaml         # warm-start, then 2 GRPO steps on the tiny model
+    lexrl train configs/${name}_cpu.yaml         # warm-start, GRPO, then eval_vs_degenerate.md
+
+Read `parsed` and `signal/*` in `runs/${name}_cpu/metrics.jsonl` while it trains, and
+`runs/${name}_cpu/eval_vs_degenerate.md` at the end: the trained policy against each policy that
+ignores the question.
 
 Files: `$name/options.py` (the options, registered as `$name`), `$name/env.py` (the workflow),
 `$name/reward.py`, `$name/prompts/<role>.txt` (one per role), `$name/data/tasks.jsonl`.
@@ -327,59 +358,78 @@ You are the $role of a small legal team answering yes/no questions on contract f
 contract is formed only when there is an offer, an acceptance of it, and consideration.
 $instruction"""
 
-PARTIES = [
-    ("Alice", "Bob", "her bicycle"),
-    ("Chen", "Dana", "his laptop"),
-    ("Emil", "Farah", "his car"),
-    ("Grace", "Hugo", "her piano"),
-]
+GITIGNORE = ("runs/", ".lexrl_cache/", "build/", "dist/", "*.egg-info/", "__pycache__/", "wandb/")
+WARMSTART_EPISODES = 320
+"""Teacher episodes of the CPU config's warm-start: with 2 roles and 2 epochs, 80 SFT steps of 16,
+after which the tiny model's answer line parses on about 4 replies in 5 and is mostly right, so
+GRPO's groups differ and it has something to learn (192 steps: every reply right, no signal; 24:
+no answer line)."""
+MAX_STEPS = 30
+NAMES = ("Alice", "Bob", "Chen", "Dana", "Emil", "Farah", "Grace", "Hugo", "Iris", "Jonas")
+THINGS = ("bicycle", "laptop", "car", "piano", "boat", "camera", "desk", "violin")
+SPLITS = {"train": 192, "test": 48}
+"""Tasks per split. 48 held-out questions give a paired 95% interval of about +-0.3 reward
+(1.96 * sd / sqrt(48), sd about 1 per task) around the trained policy's gain over a constant
+answer, whose reward is 0.1: enough to call a trained policy that answers most of them right."""
+ELEMENTS = ("offer", "acceptance", "consideration")
+INCOMPLETE = [
+    (offer, acceptance, consideration)
+    for offer in (True, False)
+    for acceptance in (True, False)
+    for consideration in (True, False)
+][1:]
+"""The seven ways an element can be missing; every other question has all three, so that as many
+questions are a contract as not and a constant answer is right on half of them."""
 
 
-CASES = [
-    (True, True, True, 50),
-    (True, True, True, 120),
-    (True, True, True, 300),
-    (True, True, True, 900),
-    (False, True, True, 50),
-    (True, False, True, 120),
-    (True, True, False, 300),
-    (False, False, False, 900),
-]
-"""(offer, acceptance, consideration, price): as many contracts as not, so that a constant
-answer is right on half the questions."""
+def contract_facts(seller: str, buyer: str, thing: str, price: int, present: tuple) -> str:
+    """The question: one sentence per element, a fixed wording for present and for missing, so
+    that the rule (a contract needs all three) can be read off the text."""
+    offer, acceptance, consideration = present
+    return " ".join(
+        [
+            f"{seller} offered to sell the {thing} to {buyer} for {price} dollars."
+            if offer
+            else f"{seller} said the {thing} might be for sale one day.",
+            f"{buyer} replied: 'I accept.'" if acceptance else f"{buyer} did not reply.",
+            f"{buyer} promised to pay the price."
+            if consideration
+            else f"{buyer} was to pay nothing in return.",
+            "Is there a binding contract?",
+        ]
+    )
 
 
 def contract_tasks() -> list[dict]:
-    """The packaged toy data: eight cases for each of four pairs of parties, half of them a
-    contract; the first three pairs train, the last one is the test split."""
-    rows = []
-    for index, (seller, buyer, thing) in enumerate(PARTIES):
-        for offer, acceptance, consideration, price in CASES:
-            facts = [
-                f"{seller} offered to sell {thing} to {buyer} for {price} dollars."
-                if offer
-                else f"{seller} said they might sell {thing} one day, naming no price.",
-                f"{buyer} replied in writing: 'I accept.'"
-                if acceptance
-                else f"{buyer} did not reply.",
-                f"{buyer} promised to pay the price."
-                if consideration
-                else f"{buyer} was to get it for nothing in return.",
-            ]
-            elements = {"offer": offer, "acceptance": acceptance, "consideration": consideration}
+    """The packaged toy data, drawn with a fixed seed: `SPLITS` questions per split, even ones a
+    contract, odd ones missing an element (the seven ways in turn); a test question is never a
+    training one's text."""
+    rng = random.Random(0)
+    rows, seen = [], set()
+    for split, count in SPLITS.items():
+        index = 0
+        while index < count:
+            seller, buyer = rng.sample(NAMES, 2)
+            thing, price = rng.choice(THINGS), rng.randrange(20, 1000, 10)
+            present = (True, True, True) if index % 2 == 0 else INCOMPLETE[index // 2 % 7]
+            question = contract_facts(seller, buyer, thing, price, present)
+            if question in seen:
+                continue
+            seen.add(question)
             rationale = " ".join(
-                f"{element}: {'yes' if present else 'no'}." for element, present in elements.items()
+                f"{element.capitalize()}: {'yes' if there else 'no'}."
+                for element, there in zip(ELEMENTS, present, strict=True)
             )
-            marks = "".join(str(int(present)) for present in elements.values())
             rows.append(
                 {
-                    "id": f"{seller.lower()}-{marks}-{price}",
-                    "split": "test" if index == len(PARTIES) - 1 else "train",
-                    "question": " ".join(facts) + " Is there a binding contract?",
-                    "rationale": rationale[0].upper() + rationale[1:],
-                    "answer": "yes" if all(elements.values()) else "no",
+                    "id": f"{split}-{index:03d}",
+                    "split": split,
+                    "question": question,
+                    "rationale": rationale,
+                    "answer": "yes" if all(present) else "no",
                 }
             )
+            index += 1
     return rows
 
 
@@ -417,7 +467,10 @@ def write_env(name: str, roles: tuple[str, ...], parent: Path) -> Path:
         "title": name.replace("_", " ").capitalize(),
         "config_class": f"{camel(name)}EnvConfig",
         "env_class": f"{camel(name)}Env",
-        "roles_tuple": repr(tuple(roles)),
+        "warmstart_episodes": WARMSTART_EPISODES,
+        "max_steps": MAX_STEPS,
+        "final_step": f"{MAX_STEPS:06d}",
+        "roles_list": ", ".join(f'"{role}"' for role in roles) + ("," if len(roles) == 1 else ""),
         "roles_text": ", ".join(roles) if len(roles) > 1 else f"the {roles[0]}",
     }
     files = {
@@ -447,4 +500,5 @@ def write_env(name: str, roles: tuple[str, ...], parent: Path) -> Path:
     data = root / name / "data" / "tasks.jsonl"
     data.parent.mkdir(parents=True, exist_ok=True)
     data.write_text("".join(json.dumps(row) + "\n" for row in contract_tasks()), encoding="utf-8")
+    (root / ".gitignore").write_text("".join(f"{line}\n" for line in GITIGNORE), encoding="utf-8")
     return root

@@ -2,13 +2,18 @@
 tests/test_contributing.py)."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from lexrl.envs.base import Env
 from lexrl.errors import ConfigError
-from lexrl.scaffold import contract_tasks, write_env
+from lexrl.rollout.policy import Policy
+from lexrl.scaffold import DEFAULT_ROLES, SPLITS, contract_tasks, write_env
+from lexrl.types import Task, Trajectory
 
 
 @pytest.mark.parametrize("name", ["Court", "1fees", "court-fees", "class", ""])
@@ -49,13 +54,121 @@ def test_it_writes_one_prompt_per_role_and_an_entry_point(tmp_path):
         assert compiled.returncode == 0, path
 
 
-def test_the_toy_data_is_balanced_and_split_by_parties():
+def test_the_toy_data_is_balanced_held_out_and_follows_its_rule():
     rows = contract_tasks()
-    assert len({row["id"] for row in rows}) == len(rows) == 32
-    for split in ("train", "test"):
+    assert len({row["id"] for row in rows}) == len(rows)
+    for split, count in SPLITS.items():
         answers = [row["answer"] for row in rows if row["split"] == split]
-        assert answers.count("yes") == answers.count("no") > 0
-    test_sellers = {row["id"].split("-")[0] for row in rows if row["split"] == "test"}
-    train_sellers = {row["id"].split("-")[0] for row in rows if row["split"] == "train"}
-    assert test_sellers.isdisjoint(train_sellers)
+        assert len(answers) == count and answers.count("yes") == answers.count("no")
+    assert SPLITS["test"] >= 40  # a paired verdict's interval needs them (docs/contributing.md)
+    train = {row["question"] for row in rows if row["split"] == "train"}
+    assert not any(row["question"] in train for row in rows if row["split"] == "test")
+    for row in rows:
+        # The answer is read off the question: a contract exactly when no element is missing.
+        missing = any(phrase in row["question"] for phrase in MISSING)
+        assert row["answer"] == ("no" if missing else "yes")
+        assert ("no." in row["rationale"]) == missing
     assert all(json.loads(json.dumps(row)) == row for row in rows)
+
+
+MISSING = ("might be for sale", "did not reply", "pay nothing")
+
+
+@pytest.mark.parametrize(
+    ("name", "roles"), [("fees", ("clerk", "judge")), ("a_long_contract_formation_env", ("j",))]
+)
+def test_it_writes_a_gitignore_and_files_ruff_leaves_alone(tmp_path, name, roles):
+    root = write_env(name, roles, tmp_path)
+    assert {"runs/", ".lexrl_cache/", "build/", "*.egg-info/"} <= set(
+        (root / ".gitignore").read_text().splitlines()
+    )
+    for check in (["check"], ["format", "--check"]):
+        # The package's own pyproject.toml holds its ruff settings.
+        ruff = subprocess.run(
+            [sys.executable, "-m", "ruff", *check, "--no-cache", "."],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+        assert ruff.returncode == 0, ruff.stdout + ruff.stderr
+
+
+class Loader(Env):
+    """An env whose test split cannot be loaded."""
+
+    name, roles = "loader", ("clerk",)
+
+    def tasks(self, split: str) -> list[Task]:
+        if split != "train":
+            raise FileNotFoundError(f"no file for {split}")
+        return [Task("a", {"question": "abc"}, "yes"), Task("b", {"question": "abcde"}, "no")]
+
+    async def run_episode(self, task: Task, policy: Policy) -> Trajectory:
+        raise NotImplementedError
+
+
+def test_the_default_stats_count_tasks_and_survive_a_loader_that_raises():
+    stats = Loader().stats()
+    assert stats["roles"] == ["clerk"]
+    assert stats["train"] == {"tasks": 2, "input_chars": {"min": 3, "mean": 4.0, "max": 5}}
+    assert stats["test"] == {"error": "FileNotFoundError: no file for test"}
+    assert "validation" not in stats and "dev" not in stats
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """`lexrl new-env demoqa`, installed as `pip install` would but into a folder of the test's
+    (its metadata, hence its entry point, found on PYTHONPATH), and the environment to run it."""
+    base = tmp_path_factory.mktemp("scaffold")
+    root, site = write_env("demoqa", DEFAULT_ROLES, base), base / "site"
+    target = ["--no-deps", "--no-build-isolation", "--target", str(site)]
+    pip = [sys.executable, "-m", "pip", "install", "-q", *target, str(root)]
+    subprocess.run(pip, check=True, capture_output=True)
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
+    return root, env
+
+
+def lexrl(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "lexrl.cli", *args]
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_envs_stats_of_a_plugin_is_its_table(installed):
+    root, env = installed
+    result = lexrl(["envs", "demoqa", "--stats"], root, env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    stats = json.loads(result.stdout)
+    assert stats["roles"] == list(DEFAULT_ROLES)
+    assert stats["train"]["tasks"] == SPLITS["train"] and stats["test"]["tasks"] == SPLITS["test"]
+    assert 0 < stats["test"]["input_chars"]["min"] <= stats["test"]["input_chars"]["max"]
+
+
+def test_envs_stats_without_a_name_covers_every_env(installed):
+    root, env = installed
+    result = lexrl(["envs", "--stats"], root, env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    stats = json.loads(result.stdout)
+    assert {"demoqa", "statute", "lexam", "argument"} <= set(stats)
+    assert stats["demoqa"]["test"]["tasks"] == SPLITS["test"]
+    # The mixture's defaults name no members: its error is shown and the others still print.
+    assert "env.members" in stats["mix"]["error"] and "mix: not loaded" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_scaffold_default_config_beats_each_degenerate_policy(installed):
+    """`lexrl train configs/demoqa_cpu.yaml` as the scaffold prints it: after the warm-start and
+    GRPO, the held-out comparison with the degenerate policies (every one the env and lexrl
+    play: the scaffold's constants and lexrl's generic probes) is won, paired, on reward and on
+    accuracy."""
+    root, env = installed
+    result = lexrl(["train", "configs/demoqa_cpu.yaml"], root, env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = root / "runs" / "demoqa_cpu"
+    rows = json.loads((out / "eval_vs_degenerate.json").read_text())
+    assert {row["measure"] for row in rows} == {"reward", "accuracy"}
+    for row in rows:
+        assert {"empty", "always_yes", "always_no"} <= {each["policy"] for each in row["each"]}
+        lost = [each["policy"] for each in row["each"] if each["verdict"] != "yes"]
+        assert row["verdict"] == "yes" and not lost, (row["measure"], lost)
+    assert "| yes |" in (out / "eval_vs_degenerate.md").read_text()

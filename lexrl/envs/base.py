@@ -28,6 +28,20 @@ def task_at(tasks: list[Task], position: int, seed: int) -> Task:
     return tasks[order[offset]]
 
 
+STATS_SPLITS = ("train", "validation", "dev", "test")
+"""The splits `Env.stats` looks for: train and test always (an error if missing), the others
+where the env has them."""
+
+
+def input_lengths(tasks: list[Task]) -> dict[str, float] | None:
+    """Min / mean / max over `tasks` of the characters in a task's inputs (its string values as
+    they are, any other value as its `str`); None for no tasks."""
+    if not tasks:
+        return None
+    sizes = [sum(len(str(value)) for value in task.inputs.values()) for task in tasks]
+    return {"min": min(sizes), "mean": round(sum(sizes) / len(sizes), 1), "max": max(sizes)}
+
+
 @dataclass
 class ReportRequest:
     """What an evaluation asks of an env's report (set by `lexrl eval` from `eval.*`)."""
@@ -97,6 +111,8 @@ class Env(ABC):
       `model.name_or_path: tiny`.
     - `warmstart_tasks()`: the tasks the warm-start plays (default: the training split).
     - `report(...)` and `evaluation_label()`: the env's own part of `lexrl eval`'s report.
+    - `stats()`: what `lexrl envs NAME --stats` prints (default: roles, tasks per split, input
+      lengths).
     - `train_task`, `member_envs`, `member_of`, `parts`: a mixture's (`lexrl.envs.mixture`);
       a single env keeps the defaults.
     """
@@ -228,6 +244,24 @@ class Env(ABC):
         """A word naming env settings that change an evaluation's numbers, put into the name of
         its output folder (statute: the final reranker's model); empty for none."""
         return ""
+
+    def stats(self) -> dict[str, Any]:
+        """What `lexrl envs NAME --stats` prints: the env's data at a glance. The default, which
+        every env inherits: its roles and, per split (`STATS_SPLITS`, those the env has), the
+        number of tasks and the min / mean / max length in characters of a task's inputs (what
+        the first prompt is built from). A train or test split whose loading raises shows the
+        error in one line instead, so a broken loader still gives a table. The built-in envs
+        report their loaders' own counts."""
+        out: dict[str, Any] = {"roles": list(getattr(self, "roles", ()))}
+        for split in STATS_SPLITS:
+            try:
+                tasks = self.tasks(split)
+            except Exception as error:  # a plugin's loader may raise anything: show it
+                if split in ("train", "test"):
+                    out[split] = {"error": f"{type(error).__name__}: {error}"}
+                continue
+            out[split] = {"tasks": len(tasks), "input_chars": input_lengths(tasks)}
+        return out
 
     def text_corpus(self) -> list[str]:
         """Text the built-in `tiny` model's tokenizer is trained on (byte-level BPE,
