@@ -68,8 +68,10 @@ def test_mcq_rewards_the_last_marker_and_credits_the_format_beyond_chance(tokeni
     trajectory, _ = play(env, task, tokenizer, {"examinee": [f"###{wrong}###"]})
     assert trajectory.components == {"correct": 0.0, "format": pytest.approx(-0.1)}
     assert trajectory.metrics == {"accuracy": 0.0, "parsed": 1.0}
+    # No marker is wrong, in the format credit too: never paid more than a marked wrong letter.
     trajectory, _ = play(env, task, tokenizer, {"examinee": [f"I think {right}."]})
-    assert trajectory.reward == 0.0 and trajectory.metrics["parsed"] == 0.0
+    assert trajectory.components == {"correct": 0.0, "format": pytest.approx(-0.1)}
+    assert trajectory.metrics == {"accuracy": 0.0, "parsed": 0.0}
 
 
 def test_draft_review_answers_with_the_reviewers_marker(tokenizer):

@@ -77,10 +77,11 @@ def test_parity_parser_is_the_authors_scorer():
     [
         ("###B###", False, {"correct": 1.0, "format": 1.0}),
         ("###C###", False, {"correct": 0.0, "format": -1 / 3}),
-        ("B", False, {"correct": 0.0, "format": 0.0}),
+        ("B", False, {"correct": 0.0, "format": -1 / 3}),
         ("###B###", True, {"correct": 1.0, "format": 1.0}),
         ("###C###", True, {"correct": -1 / 3, "format": -1 / 3}),
-        ("no answer", True, {"correct": -1 / 3, "format": 0.0}),
+        ("no answer", True, {"correct": -1 / 3, "format": -1 / 3}),
+        ("", True, {"correct": -1 / 3, "format": -1 / 3}),
     ],
 )
 def test_mcq_reward_components(text, normalised, expected):
@@ -114,3 +115,34 @@ def test_total_weights_the_format_component():
     assert sum(always_a) / 4 == pytest.approx(0.25)
     with pytest.raises(ValueError):
         mcq_reward("###A###", gold=4, n_options=4)
+
+
+@given(
+    st.one_of(st.text(), marker_text),
+    st.integers(min_value=2, max_value=40),
+    st.booleans(),
+    st.sampled_from([0.0, 0.5, 1.0]),
+)
+def test_no_reply_earns_more_than_a_marked_wrong_answer(text, n_options, normalised, weight):
+    """Whatever a reply says, when it does not name the gold option it earns what a marked wrong
+    answer earns, component by component: not answering is never paid better than answering
+    wrong (a model below chance was once paid to stop marking, docs/envs/lexam.md)."""
+    gold = 0 if parse_mcq_answer(text, n_options) != 0 else 1
+    wrong_label = option_label((gold + 1) % n_options, n_options)
+    wrong = mcq_reward(f"###{wrong_label}###", gold, n_options, normalised)
+    components = mcq_reward(text, gold, n_options, normalised)
+    for name in ("correct", "format"):
+        assert components[name] == pytest.approx(wrong[name])
+    assert total(components, weight) == pytest.approx(total(wrong, weight))
+
+
+def test_answering_beats_silence_in_expectation_on_the_demos_reward():
+    """On the CPU demo's reward (four options, weight 0.5) an unmarked reply earns -1/6 on every
+    question, as a marked wrong letter does, below a constant letter's 0.25 on balanced gold labels
+    (`test_total_weights_the_format_component`): silence is the worst a policy can do."""
+    silent = [total(mcq_reward("I do not know.", gold, 4), 0.5) for gold in range(4)]
+    assert silent == pytest.approx([-1 / 6] * 4)
+    # With chance-normalised `correct` a constant letter earns 0 and silence -0.5.
+    normalised = [total(mcq_reward("###A###", g, 4, True), 0.5) for g in range(4)]
+    assert sum(normalised) / 4 == pytest.approx(0.0)
+    assert total(mcq_reward("", 0, 4, True), 0.5) == pytest.approx(-0.5)

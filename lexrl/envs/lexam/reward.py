@@ -3,9 +3,9 @@
 
 The examinee ends its reply with `Correct Answer: ###C###`; the LAST valid marker is its answer
 and a reply without one is wrong. The env's reward is `total(components, format_weight)`:
-`correct + format_weight * format`, where `format` pays a marked answer only as far as it beats a
-guess (`mcq_reward`), so a constant letter cannot live on it; a weight of 0 is the paper's
-accuracy alone.
+`correct + format_weight * format`, where `format` pays an answer only as far as it beats a
+guess and counts a missing marker as wrong (`mcq_reward`), so neither a constant letter nor
+silence can live on it; a weight of 0 is the paper's accuracy alone.
 """
 
 from __future__ import annotations
@@ -84,14 +84,16 @@ def mcq_reward(
     `n_options`: 1 when right, -1/(k-1) when wrong, so guessing earns 0 in expectation whatever
     the option count (for mixing mcq_4 .. mcq_32 in one run).
 
-    `format`: the marked answer's chance-normalised accuracy, 1.0 when right and -1/(k-1) when
-    wrong; 0.0 without a marker. A flat credit for any marker paid a constant letter
-    `format_weight` on every question: on the CPU demo (weight 0.5) half the teacher's reward,
-    and the demo's GRPO runs settled on one letter (docs/benchmarks.md). LEXam balances the gold
-    labels by permutation, so a random predictor's accuracy is 1/k (Fan et al. 2025, sec. 3.2,
-    "Evaluation Metric"); a guess, constant or random, thus earns 0 from `format` in
-    expectation and only an answer better than chance earns it. Writing the marker at all is
-    paid by `correct`, as in the paper.
+    `format`: the answer's chance-normalised accuracy, 1.0 when right and -1/(k-1) when wrong,
+    a reply without a marker counted as wrong (-1/(k-1)), as the authors' scorer counts it. A
+    flat credit for any marker paid a constant letter `format_weight` on every question: on the
+    CPU demo (weight 0.5) half the teacher's reward, and the demo's GRPO runs settled on one
+    letter (docs/benchmarks.md). LEXam balances the gold labels by permutation, so a random
+    predictor's accuracy is 1/k (Fan et al. 2025, sec. 3.2, "Evaluation Metric"); a guess,
+    constant or random, thus earns 0 from `format` in expectation and only an answer better than
+    chance earns more. An unmarked reply earns what a marked wrong one does, never more: scoring
+    it 0 paid a model below chance to stop answering (the CPU demo stopped marking after one
+    update, docs/envs/lexam.md), and now not answering is the worst a reply can do.
     """
     if n_options < 2 or not 0 <= gold < n_options:
         raise ValueError(f"gold {gold} / n_options {n_options}: need 0 <= gold < n_options, n >= 2")
@@ -101,7 +103,7 @@ def mcq_reward(
     beyond_chance = (right - chance) / (1.0 - chance)
     return {
         "correct": beyond_chance if chance_normalised else right,
-        "format": 0.0 if predicted is None else beyond_chance,
+        "format": beyond_chance,
     }
 
 
