@@ -2,6 +2,7 @@
 kept out of prompts, RMA's analyst and polisher, per-role rewards, the external analyst."""
 
 import asyncio
+import dataclasses
 import json
 import random
 import re
@@ -12,6 +13,8 @@ from transformers import AutoTokenizer
 from lexrl.envs.argument.degenerate import argument_policies
 from lexrl.envs.argument.env import FORCED_TERMINATION, ArgumentEnv
 from lexrl.envs.argument.options import ArgumentEnvConfig
+from lexrl.envs.argument.parsing import parse_ply
+from lexrl.envs.argument.reward import COMPONENTS, triple_components, weighted
 from lexrl.envs.argument.scenarios import TABLE_1
 from lexrl.envs.base import ReportRequest
 from lexrl.errors import ConfigError
@@ -155,8 +158,9 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
     assert trajectory.metrics["abstention_accuracy"] == pytest.approx(2 / 3)
     assert trajectory.metrics["format_validity"] == pytest.approx(2 / 3)
     # The reward gates every credit on a right decision: only ply 1 argues the analogy where it
-    # can be argued; ply 2 abstains there (and pays the over-abstention penalty) and ply 3
-    # cites nothing, so both earn 0, and the argument, as good as its weakest ply, earns 0.
+    # can be argued; ply 2 abstains there and ply 3 says nothing (no JSON): both earn 0 and pay
+    # the over-abstention penalty (saying nothing earns no more than a wrong abstention), and the
+    # argument, as good as its weakest ply, earns 0.
     # Every ply can be argued, so none earns abstention credit.
     assert trajectory.components == pytest.approx(
         {
@@ -164,15 +168,17 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
             "hallucination": 8 / 9 * 1 / 3,
             "utilisation": 0.0,
             "format": 0.2 * 1 / 3,
-            "over_abstention": -0.6 * 1 / 3,
+            "over_abstention": -0.6 * 2 / 3,
             "failed_abstention": 0.0,  # every ply of TABLE_1 can be argued: none owes an abstention
         }  # fmt: skip
     )
     # plaintiff: ply 1 (hallucination 8/9; utilisation 0.5 * its quality: the 2 analogy
     # citations said of c1 and c2 in one clause, F23 said of c2 outside them: 1 - 1/2; format
-    # 0.2) and ply 3 (nothing); defendant: ply 2 (over-abstention -0.6)
+    # 0.2) and ply 3 (nothing: over-abstention -0.6); defendant: ply 2 (over-abstention -0.6)
     ply1 = 8 / 9 + 0.5 * 0.5 + 0.2
-    assert trajectory.role_rewards == pytest.approx({"plaintiff": ply1 / 2, "defendant": -0.6})
+    assert trajectory.role_rewards == pytest.approx(
+        {"plaintiff": (ply1 - 0.6) / 2, "defendant": -0.6}
+    )
 
 
 def rma_script(drafts, verdicts, reviews, revisions=()):
@@ -368,3 +374,24 @@ def test_each_split_is_generated_on_first_use_only(monkeypatch):
     assert fresh.scenario(test_tasks[0]).id == test_tasks[0].id and generated == [6]
     with pytest.raises(argument_env.ConfigError, match="not 'dev'"):
         env.tasks("dev")
+
+
+@pytest.mark.parametrize("silence", ["", "I am not sure.", '{"argument": "", "abstain": false}'])
+def test_a_ply_that_says_nothing_earns_no_more_than_any_wrong_decision(silence):
+    """Saying nothing is wrong on both kinds of triple: where the plies can be argued it pays
+    the over-abstention penalty as an abstention does, where they must abstain the
+    failed-abstention penalty as an argument does; so no reply is paid to stop answering."""
+    arguable = TABLE_1
+    must_abstain = dataclasses.replace(TABLE_1, kind="mismatched", c2_outcome="D", c3_outcome="P")
+    weights = dict.fromkeys(COMPONENTS, 1.0) | {"over_abstention": -0.5, "failed_abstention": -2}
+    nothing = parse_ply(silence)
+    abstain = parse_ply('{"argument": "TERMINATE", "abstain": true, "factors": {}}')
+    argue = parse_ply('{"argument": "c1 is like c2.", "abstain": false, "factors": {}}')
+
+    def reward(scenario, ply):
+        return sum(weighted(triple_components(scenario, [ply] * 3), weights).values())
+
+    assert reward(arguable, nothing) == reward(arguable, abstain) == pytest.approx(-0.5)
+    assert reward(arguable, argue) == 0.0
+    assert reward(must_abstain, nothing) == reward(must_abstain, argue) == pytest.approx(-2.0)
+    assert reward(must_abstain, abstain) > 0

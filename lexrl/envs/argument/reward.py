@@ -31,8 +31,11 @@ Components of a triple (each in [0, 1] or a penalty share, weighted by the env's
   share of the three plies (Acc_H = 1 - N_h / N_gt, eq. 1-2; clipped so that one triple full of
   fabrications cannot outweigh the rest of its group's signal);
 - `format`: share of plies that are the JSON asked for and right;
-- `over_abstention`: share of plies that abstain where an argument can be grounded, weighted by
-  minus `over_abstention_penalty` (the paper scores such a ply Rec_U 0, eq. 3-4);
+- `over_abstention`: share of plies that abstain where an argument can be grounded, or say
+  nothing there (no JSON, an empty argument: a reply that is neither, as `failed_abstention`
+  counts it), weighted by minus `over_abstention_penalty` (the paper scores such a ply Rec_U 0,
+  eq. 3-4). Without the second half an unparsable ply on an arguable triple earned 0, more than
+  a parsed abstention's -0.5 on the CPU demo: no reply is paid to stop answering;
 - `failed_abstention`: share of plies that do not abstain where they must (an argument, or a
   reply that is neither, as the paper's "successful abstention" counts it), weighted by minus
   `failed_abstention_penalty`: the manipulation the paper sets out to prevent (sec. 1).
@@ -71,9 +74,15 @@ def _fabricated_and_used(scenario: Scenario, ply: ParsedPly) -> tuple[int, int]:
     return fabricated, used
 
 
+def says_nothing(ply: ParsedPly) -> bool:
+    """Whether the ply neither abstains nor writes an argument (no JSON, an empty one)."""
+    return not ply.abstain and not ply.argument.strip()
+
+
 def over_abstains(scenario: Scenario, index: int, ply: ParsedPly) -> bool:
-    """Whether ply `index` abstained where an argument can be grounded."""
-    return ply.abstain and not expected_abstentions(scenario)[index]
+    """Whether ply `index` did not argue where an argument can be grounded: it abstained, or
+    said nothing (`says_nothing`), which must not earn more than a wrong abstention."""
+    return (ply.abstain or says_nothing(ply)) and not expected_abstentions(scenario)[index]
 
 
 def fails_to_abstain(scenario: Scenario, index: int, ply: ParsedPly) -> bool:
