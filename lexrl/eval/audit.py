@@ -1,11 +1,18 @@
 """`lexrl audit`: how much of an env's reward a degenerate policy earns.
 
 Each env declares the cheap strategies a policy could fall into (`Env.degenerate_policies`:
-replies that ignore the task's content). The audit plays each of them, and the env's scripted
-teacher, through the env's real workflow on the held-out tasks, and reports each one's mean
-reward as a share of the teacher's: the teacher is the reward's upper reference, so a large
+replies that ignore the task's content), and every env, plugins included, is played the generic
+probes besides (`lexrl.envs.degenerate.generic_probes`: unparsable text, the prompt copied back,
+another task's or another role's teacher reply, ...). The audit plays each of them, and the env's
+scripted teacher, through the env's real workflow on the held-out tasks, and reports each one's
+mean reward as a share of the teacher's: the teacher is the reward's upper reference, so a large
 share means a policy can earn most of the reward without doing the task. A mixture is audited
 member by member, each with its own policies.
+
+A hole can hide in one reward component under a small total (an unparsable issue list scored
+like an explicit "none" pays the issue component, while the rest of the reward pays nothing), so
+each row also has each component's mean as a share of the teacher's, and a component paying a
+content-free probe more than `COMPONENT_BOUND` of what it pays the teacher is flagged.
 
 Given the run's tokenizer and `rollout.max_new_tokens`, every reply is cut at its call's token
 cap as a sampled one would be (`ScriptedPolicy`), so a teacher whose replies do not fit the cap
@@ -21,14 +28,26 @@ from dataclasses import asdict, dataclass, field
 from transformers import PreTrainedTokenizerBase
 
 from lexrl.envs.base import Env
-from lexrl.envs.degenerate import PolicyFactory
+from lexrl.envs.degenerate import (
+    CONTENT_FREE,
+    PolicyFactory,
+    ProbePolicy,
+    ProbeUnplayable,
+    generic_probes,
+    teachable,
+)
 from lexrl.rollout.engine import run_groups
-from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Task, Trajectory
 
 TEACHER = "teacher"
 SHARE_BOUND = 0.6
 """A degenerate policy earning more than this share of the teacher's reward is marked."""
+COMPONENT_BOUND = 0.5
+"""A reward component paying a content-free probe (`lexrl.envs.degenerate.CONTENT_FREE`) more
+than this share of what it pays the teacher is flagged, whatever the total: a reply with nothing
+of an answer in it should earn next to nothing of any part of the reward, and a component that
+pays it half of the teacher's is one GRPO collects before it learns the task (the unparsable
+issue list scored like "none" paid 46% of all issue credit while the total stayed at 16%)."""
 RANDOM_SEEDS = 3
 """Seeds a policy named `random*` is played with; its row is the mean over them."""
 
@@ -57,6 +76,15 @@ class AuditRow:
     task_values: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per task id, the mean reward and headline metric of its episodes that did not fail
     (`task_means`): what a trained policy is paired with, task by task (`degenerate_gain`)."""
+    components: dict[str, float] = field(default_factory=dict)
+    """Each reward component's mean (`Trajectory.components`) over the episodes that did not
+    fail, an episode without it counting 0."""
+    component_shares: dict[str, float] = field(default_factory=dict)
+    """Each component's mean as a share of the teacher's, for the components whose teacher
+    mean is positive (`set_shares`)."""
+    flags: list[str] = field(default_factory=list)
+    """The components paying this content-free probe more than `COMPONENT_BOUND` of the
+    teacher's (`set_shares`)."""
 
     def as_json(self) -> dict:
         """The row's fields without `task_values`, for a report or a table."""
@@ -102,13 +130,14 @@ def play(
     max_new_tokens: int | None = None,
 ) -> list[Trajectory]:
     """One episode per task, `factory`'s teacher answering for the policy in every role; with
-    `max_new_tokens` (and a tokenizer) each reply cut at its call's cap."""
+    `max_new_tokens` (and a tokenizer) each reply cut at its call's cap. Raises
+    `ProbeUnplayable` for a probe that cannot play `env`."""
     rng = random.Random(seed)
     groups = run_groups(
         env,
         tasks,
         1,
-        lambda task: ScriptedPolicy(tokenizer, task.id, factory(task, rng), max_new_tokens),
+        lambda task: ProbePolicy(tokenizer, task.id, factory(task, rng), max_new_tokens),
         progress=False,
     )
     return [trajectory for group in groups for trajectory in group.trajectories]
@@ -125,8 +154,18 @@ def cut_share(trajectories: list[Trajectory], eos_token_id: int) -> float | None
     ) / len(turns)
 
 
+def component_means(trajectories: list[Trajectory]) -> dict[str, float]:
+    """Each reward component's mean over `trajectories` (those that did not fail), an episode
+    that does not report a component counting 0 for it, as it does in the reward."""
+    names = dict.fromkeys(name for t in trajectories for name in t.components)
+    return {
+        name: sum(t.components.get(name, 0.0) for t in trajectories) / len(trajectories)
+        for name in names
+    }
+
+
 def score(env_name: str, metric: str, policy: str, trajectories: list[Trajectory]) -> AuditRow:
-    """The row of `policy`'s episodes, its share still to be set against the teacher's."""
+    """The row of `policy`'s episodes, its shares still to be set against the teacher's."""
     scored = [t for t in trajectories if not t.failed]
     return AuditRow(
         env=env_name,
@@ -138,6 +177,7 @@ def score(env_name: str, metric: str, policy: str, trajectories: list[Trajectory
         headline=_mean([t.metrics[metric] for t in scored if metric in t.metrics]),
         headline_metric=metric,
         task_values=task_means(trajectories, ("reward", metric)),
+        components=component_means(scored),
     )
 
 
@@ -165,20 +205,6 @@ def _row(
     return row
 
 
-def teachable(env: Env, tasks: list[Task]) -> list[Task]:
-    """The tasks `env`'s scripted teacher can play (an env may have none, or lack one for some
-    systems: the gdpr env's live form)."""
-    rng = random.Random(0)
-    out = []
-    for task in tasks:
-        try:
-            env.teacher(task, rng)
-        except NotImplementedError:
-            continue
-        out.append(task)
-    return out
-
-
 def audit_env(
     name: str,
     env: Env,
@@ -187,10 +213,12 @@ def audit_env(
     seed: int = 0,
     max_new_tokens: int | None = None,
 ) -> list[AuditRow]:
-    """The teacher's row, then each degenerate policy's with its share of the teacher's reward,
-    all on the tasks the teacher can play (the teacher row's note says so when that is not all
-    of them). An env without a scripted teacher gets its policies' rewards on every task alone, and
-    says so. With `max_new_tokens` every reply is cut at its call's cap (`play`)."""
+    """The teacher's row, then each degenerate policy's and generic probe's
+    (`audited_policies`) with its shares of the teacher's reward and components, all on the
+    tasks the teacher can play (the teacher row's note says so when that is not all of them, and
+    names the probes left out). An env without a scripted teacher gets its policies' rewards on
+    every task alone, and says so. With `max_new_tokens` every reply is cut at its call's cap
+    (`play`)."""
     scored = teachable(env, tasks)
     note = ""
     if scored and len(scored) < len(tasks):
@@ -207,10 +235,34 @@ def audit_env(
         metric = env.headline_metric
         teacher_row = AuditRow(name, TEACHER, len(tasks), 0, None, None, None, metric, message)
     rows = [teacher_row]
-    for policy, factory in env.degenerate_policies().items():
-        rows.append(_row(name, env, scored, tokenizer, policy, factory, seed, max_new_tokens))
-    teacher_row.note = teacher_row.note or note
+    policies, skipped = audited_policies(env, scored, seed)
+    for policy, factory in policies.items():
+        try:
+            rows.append(_row(name, env, scored, tokenizer, policy, factory, seed, max_new_tokens))
+        except ProbeUnplayable as error:
+            skipped[policy] = str(error)
+    notes = [teacher_row.note or note, left_out(skipped)]
+    teacher_row.note = "; ".join(text for text in notes if text)
     return set_shares(rows)
+
+
+def audited_policies(
+    env: Env, tasks: list[Task], seed: int
+) -> tuple[dict[str, PolicyFactory], dict[str, str]]:
+    """The env's own degenerate policies, then each generic probe (`generic_probes`) it does not
+    name itself; and the probes left out, each with why."""
+    own = env.degenerate_policies()
+    probes, skipped = generic_probes(env, tasks, seed)
+    policies = {**own, **{name: probe for name, probe in probes.items() if name not in own}}
+    return policies, {name: why for name, why in skipped.items() if name not in own}
+
+
+def left_out(skipped: dict[str, str]) -> str:
+    """The teacher row's note on the probes left out, grouped by why ("" for none)."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in skipped.items():
+        by_reason.setdefault(why, []).append(name)
+    return "; ".join(f"left out, {why}: {', '.join(names)}" for why, names in by_reason.items())
 
 
 def share_of(mean_reward: float | None, reference: float | None) -> float | None:
@@ -227,11 +279,29 @@ def teacher_reward(rows: list[AuditRow], env: str) -> float | None:
     return next((r.mean_reward for r in rows if r.env == env and r.policy == TEACHER), None)
 
 
+def teacher_components(rows: list[AuditRow], env: str) -> dict[str, float]:
+    """The component means of `env`'s teacher row that are positive: those a share is taken of
+    (a ratio to a mean <= 0 is no share, as in `share_of`)."""
+    teacher = next((r for r in rows if r.env == env and r.policy == TEACHER), None)
+    return {} if teacher is None else {k: v for k, v in teacher.components.items() if v > 0}
+
+
 def set_shares(rows: list[AuditRow]) -> list[AuditRow]:
-    """`rows`, each non-teacher row's `share` set against its env's teacher row (`share_of`)."""
+    """`rows`, each non-teacher row's `share` set against its env's teacher row (`share_of`),
+    its `component_shares` against the teacher's positive component means, and its `flags`: a
+    content-free probe's components above `COMPONENT_BOUND`."""
     for row in rows:
-        if row.policy != TEACHER:
-            row.share = share_of(row.mean_reward, teacher_reward(rows, row.env))
+        if row.policy == TEACHER:
+            continue
+        row.share = share_of(row.mean_reward, teacher_reward(rows, row.env))
+        if row.mean_reward is None:
+            continue
+        row.component_shares = {
+            name: row.components.get(name, 0.0) / mean
+            for name, mean in teacher_components(rows, row.env).items()
+        }
+        if row.policy in CONTENT_FREE:
+            row.flags = [k for k, v in row.component_shares.items() if v > COMPONENT_BOUND]
     return rows
 
 
@@ -242,14 +312,24 @@ def audit(
     seed: int = 0,
     max_new_tokens: int | None = None,
 ) -> list[AuditRow]:
-    """Every env of `env` (each member of a mixture) on its first `max_tasks` test tasks (None:
-    all of them)."""
+    """Every env of `env` (each member of a mixture) on `max_tasks` of its test tasks (None: all
+    of them), a sample seeded by `seed` (`sample_tasks`)."""
     members = env.member_envs() or {env.name: env}
     rows = []
     for name, member in members.items():
-        tasks = member.tasks("test")[:max_tasks]
+        tasks = sample_tasks(member.tasks("test"), max_tasks, seed)
         rows += audit_env(name, member, tasks, tokenizer, seed, max_new_tokens)
     return rows
+
+
+def sample_tasks(tasks: list[Task], count: int | None, seed: int) -> list[Task]:
+    """`count` of `tasks` drawn at random with `seed`, kept in their order (all of them when
+    `count` is None or not below their number). Not the first `count`: a file sorted by label
+    puts one label first, and the audit then measures a constant answer on that label alone."""
+    if count is None or count >= len(tasks):
+        return tasks
+    kept = sorted(random.Random(seed).sample(range(len(tasks)), count))
+    return [tasks[index] for index in kept]
 
 
 def _number(value: float | None, digits: int = 3) -> str:
@@ -294,4 +374,43 @@ def markdown(rows: list[AuditRow]) -> str:
     lines.append(
         f"\nShares of the scripted teacher's mean reward; above {SHARE_BOUND:.0%} in bold (⚠)."
     )
-    return "\n".join(lines)
+    components = component_markdown(rows)
+    return "\n".join(lines) + (f"\n\n{components}" if components else "")
+
+
+def _component_cell(row: AuditRow, name: str) -> str:
+    share = row.component_shares.get(name)
+    if share is None:
+        return "n/a"
+    return f"**{share:.0%}** ⚠" if name in row.flags else f"{share:.0%}"
+
+
+def component_markdown(rows: list[AuditRow]) -> str:
+    """Per env, a table of each row's reward components as shares of the teacher's mean of
+    each (the teacher's row gives the means), for the components the teacher earns a positive
+    mean of; a flagged one (`AuditRow.flags`) in bold with a warning sign. "" when no env has
+    such a component."""
+    tables = []
+    for env in dict.fromkeys(row.env for row in rows):
+        names = teacher_components(rows, env)
+        if not names:
+            continue
+        lines = [
+            f"| env | policy | {' | '.join(names)} |",
+            f"|---|---|{'---:|' * len(names)}",
+            f"| {env} | teacher (mean) | {' | '.join(_number(v) for v in names.values())} |",
+        ]
+        for row in rows:
+            if row.env == env and row.policy != TEACHER:
+                cells = " | ".join(_component_cell(row, name) for name in names)
+                lines.append(f"| {env} | {row.policy} | {cells} |")
+        tables.append("\n".join(lines))
+    if not tables:
+        return ""
+    content_free = ", ".join(CONTENT_FREE)
+    caption = (
+        "Each reward component's mean as a share of the teacher's mean of it; a component "
+        f"paying a content-free probe ({content_free}) more than {COMPONENT_BOUND:.0%} of "
+        "what it pays the teacher in bold (⚠), whatever the total share."
+    )
+    return "\n\n".join([*tables, caption])

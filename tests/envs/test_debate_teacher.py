@@ -107,7 +107,7 @@ def test_no_degenerate_policy_earns_the_bound_of_the_teacher_on_the_cpu_test_spl
     env = cpu_env()
     rows = audit_env("debate", env, env.tasks("test"), None)
     assert rows[0].policy == TEACHER and rows[0].mean_reward == pytest.approx(1.2)
-    assert {row.policy for row in rows[1:]} == set(env.degenerate_policies())
+    assert set(env.degenerate_policies()) <= {row.policy for row in rows[1:]}
     over = {row.policy: row.share for row in rows[1:] if row.share > SHARE_BOUND}
     assert not over
 

@@ -66,7 +66,7 @@ def test_no_degenerate_policy_earns_more_than_the_bound_on_the_test_split(cpu_en
     teacher, degenerate = rows[0], rows[1:]
     assert teacher.policy == TEACHER and teacher.failed == 0 and teacher.mean_reward > 0
     assert teacher.tasks == 2 * len(cpu_env.questions["test"])
-    assert {row.policy for row in degenerate} == set(cpu_env.degenerate_policies())
+    assert set(cpu_env.degenerate_policies()) <= {row.policy for row in degenerate}
     assert all(row.failed == 0 for row in degenerate)
     above = {row.policy: round(row.share, 3) for row in degenerate if row.share > SHARE_BOUND}
     assert not above, f"degenerate policies above {SHARE_BOUND:.0%} of the teacher: {above}"

@@ -93,7 +93,7 @@ def _bounded(name: str, env) -> None:
     rows = audit_env(name, env, env.tasks("test"), None)
     teacher, degenerate = rows[0], rows[1:]
     assert teacher.policy == TEACHER and teacher.failed == 0 and teacher.mean_reward > 0
-    assert {row.policy for row in degenerate} == set(env.degenerate_policies())
+    assert set(env.degenerate_policies()) <= {row.policy for row in degenerate}
     above = {row.policy: round(row.share, 3) for row in degenerate if row.share > SHARE_BOUND}
     assert not above, f"{name}: degenerate policies above {SHARE_BOUND:.0%} of the teacher"
 

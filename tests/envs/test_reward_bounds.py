@@ -34,7 +34,7 @@ def test_no_degenerate_policy_earns_more_than_the_bound(name, mixture):
     rows = audit_env(name, member, member.tasks("test"), tokenizer, config.run.seed, cap)
     teacher, degenerate = rows[0], rows[1:]
     assert teacher.policy == TEACHER and teacher.failed == 0 and teacher.mean_reward > 0
-    assert {row.policy for row in degenerate} == set(member.degenerate_policies())
+    assert set(member.degenerate_policies()) <= {row.policy for row in degenerate}
     above = {row.policy: round(row.share, 3) for row in degenerate if row.share > SHARE_BOUND}
     assert not above, f"{name}: degenerate policies above {SHARE_BOUND:.0%} of the teacher"
     assert teacher.cut <= MAX_CUT, f"{name}: {teacher.cut:.0%} of the teacher's replies cut"
