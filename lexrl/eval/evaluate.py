@@ -165,8 +165,13 @@ def env_reports(
 
 
 def eval_tasks(env: Env, config: Config) -> list[Task]:
-    """The tasks of `eval.split`, the first `eval.max_tasks` of them when set (of each env's, in
-    a mixture)."""
+    """The tasks of `eval.split`, the first `eval.max_tasks` of them in the split's order when
+    set (of each env's, in a mixture). The first, not a sample (unlike `lexrl audit --max-tasks`,
+    `lexrl.eval.audit.sample_tasks`): every evaluation of a config, before and after training and
+    on every seed, then plays the same tasks, so paired verdicts pair them, and an env orders its
+    test split so that a prefix is a fair slice that keeps whole questions across its systems
+    (the gdpr env's grid, the debate env's). A split sorted by label is biased here: shuffle it
+    once in the env's data."""
     tasks = env.tasks(config.eval.split)
     if config.eval.max_tasks is None:
         return tasks

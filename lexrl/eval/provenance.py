@@ -1,5 +1,8 @@
 """Where an evaluation's numbers came from: the code, config, policy, sampling, seeds, libraries
-and machine behind a report (`lexrl eval` writes it into the report's JSON and Markdown).
+and machine behind a report (`lexrl eval` writes it into the report's JSON and Markdown), and the
+package each env came from, with a hash of its data and prompts (`env_packages`; checkpoints
+record it too): a plugin env's numbers change with its version and its files, which lexrl's own
+commit does not cover.
 
 Every function here is a record, never a precondition: anything it cannot find out (no git, no
 `/proc/cpuinfo`, no GPU, a library not installed) is None, and no failure of its own stops an
@@ -22,6 +25,7 @@ from typing import Any, TypeVar
 
 from lexrl.config import Config
 from lexrl.eval.partial import flat
+from lexrl.registry import EnvConfig
 from lexrl.secrets import scrub, scrub_tree
 
 T = TypeVar("T")
@@ -31,6 +35,11 @@ LIBRARIES = ("torch", "transformers", "peft", "accelerate", "vllm", "openai")
 GIT_TIMEOUT_S = 5.0
 LOCAL_TOP_P = 1.0
 """The nucleus every local backend samples with (hf, vllm-server, vllm-engine): none."""
+ENV_FILE_FOLDERS = ("data", "prompts")
+"""The folders beside an env's options module whose files `env_packages` hashes."""
+MAX_HASHED_BYTES = 1 << 30
+"""Above this many bytes of data and prompts an env's files are counted but not hashed: reading
+gigabytes would delay every evaluation and checkpoint for a record."""
 
 
 def _or_none(gather: Callable[..., T], *args: Any) -> T | None:
@@ -44,7 +53,8 @@ def _or_none(gather: Callable[..., T], *args: Any) -> T | None:
 
 def provenance(config: Config, checkpoint: str | None) -> dict[str, Any]:
     """The provenance block of one evaluation, JSON-ready: {lexrl: {version, git}, config,
-    config_sha256, policy, sampling, caps, prompts, seeds, checkpoint, libraries, machine}."""
+    config_sha256, env_packages, policy, sampling, caps, prompts, seeds, checkpoint, libraries,
+    machine}."""
     resolved = config_dict(config)
     return {
         "lexrl": {
@@ -52,6 +62,7 @@ def provenance(config: Config, checkpoint: str | None) -> dict[str, Any]:
             "git": _or_none(git_state, Path(__file__).resolve().parents[1]),
         },
         "config_sha256": config_sha256(resolved),
+        "env_packages": _or_none(env_packages, config.env),
         "policy": policy_source(config),
         "sampling": sampling(config),
         "caps": caps(config),
@@ -99,6 +110,56 @@ def git_state(folder: Path) -> dict[str, Any] | None:
     status = git("status", "--porcelain", "--untracked-files=no")
     dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
     return {"commit": head.stdout.strip(), "dirty": dirty}
+
+
+def env_packages(env_config: EnvConfig) -> dict[str, dict[str, Any] | None]:
+    """Per env of `env_config` (a mixture's members), by name, where its code and files came
+    from (`env_package`; None where that cannot be found out)."""
+    return {
+        section.name: _or_none(env_package, type(section))
+        for section in env_config.sections().values()
+    }
+
+
+def env_package(options: type) -> dict[str, Any]:
+    """{module, distribution, version, files, bytes, sha256} of the env whose options class is
+    `options`: the installed distribution of the module's top package (`lexrl` for a built-in
+    env; None when it is not installed, run from a folder) and its version, and the digest of
+    the files under the `ENV_FILE_FOLDERS` beside the options module (`env_files_sha256`)."""
+    module = sys.modules[options.__module__]
+    top = options.__module__.split(".")[0]
+    distribution = importlib.metadata.packages_distributions().get(top, [None])[0]
+    files = env_files(Path(module.__file__).parent)
+    size = sum(path.stat().st_size for _, path in files)
+    return {
+        "module": options.__module__,
+        "distribution": distribution,
+        "version": _or_none(importlib.metadata.version, distribution) if distribution else None,
+        "files": len(files),
+        "bytes": size,
+        "sha256": env_files_sha256(files) if size <= MAX_HASHED_BYTES else None,
+    }
+
+
+def env_files(folder: Path) -> list[tuple[str, Path]]:
+    """(path relative to `folder`, path) of every file under `folder`'s `ENV_FILE_FOLDERS`,
+    hidden files and caches left out, sorted by the relative path."""
+    found = []
+    for name in ENV_FILE_FOLDERS:
+        for path in (folder / name).rglob("*"):
+            relative = path.relative_to(folder)
+            if path.is_file() and not any(p.startswith((".", "__")) for p in relative.parts):
+                found.append((relative.as_posix(), path))
+    return sorted(found)
+
+
+def env_files_sha256(files: list[tuple[str, Path]]) -> str:
+    """sha256 (hex) of the lines `<relative path> <file's sha256>\n`, in `files`' order: to
+    check it, hash each file, write the lines sorted by path and hash them."""
+    lines = "".join(
+        f"{name} {hashlib.sha256(path.read_bytes()).hexdigest()}\n" for name, path in files
+    )
+    return hashlib.sha256(lines.encode("utf-8")).hexdigest()
 
 
 def env_names(config: Config) -> list[str]:

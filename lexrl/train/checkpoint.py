@@ -12,7 +12,8 @@ master weights), so each writes its own `optimizer-<rank>.pt`.
 
 The last file written is `manifest.json` (`lexrl.train.manifest`): the relative path, size and
 sha256 of every other file, so a file truncated or lost after the write (a disk error, a copy cut
-short, a hand-edit) is found before resume loads it.
+short, a hand-edit) is found before resume loads it; it also records the package, version and
+data-and-prompts hash of each env the run trained on, when the trainer gives them.
 `trainer_state.json` also records the env, base model and LoRA shape it was written with: a
 resume with other values would load the adapter of another run, and is refused
 (`refuse_another_config`).
@@ -146,7 +147,10 @@ def save_checkpoint(
     scheduler: Any,
     state: dict[str, Any],
     accelerator: Accelerator,
+    env_packages: dict[str, Any] | None = None,
 ) -> Path:
+    """Write checkpoint `step` atomically; its manifest records `env_packages` when given (the
+    run's `lexrl.eval.provenance.env_packages`)."""
     target = checkpoint_dir(output_dir, step)
     staging = target.parent / f".staging-{target.name}"
     main = accelerator.is_main_process
@@ -155,7 +159,10 @@ def save_checkpoint(
         write_together(
             accelerator, lambda: write_parts(staging, policy, optimizer, scheduler, accelerator)
         )
-        write_together(accelerator, lambda: main and seal(staging, target, {"step": step, **state}))
+        write_together(
+            accelerator,
+            lambda: main and seal(staging, target, {"step": step, **state}, env_packages),
+        )
     except OSError as error:
         # A partial checkpoint would only fill the disk further; the previous one stays usable.
         if main:
@@ -189,11 +196,14 @@ def write_parts(
         save_torch(scheduler.state_dict(), staging / "scheduler.pt")
 
 
-def seal(staging: Path, target: Path, state: dict[str, Any]) -> None:
-    """Write the trainer state and, last, the manifest; then move the checkpoint into place."""
+def seal(
+    staging: Path, target: Path, state: dict[str, Any], env_packages: dict[str, Any] | None = None
+) -> None:
+    """Write the trainer state and, last, the manifest (with `env_packages`, given); then move
+    the checkpoint into place."""
     (staging / STATE_FILE).write_text(json.dumps(state, indent=2))
     # Last, after every process's files: a checkpoint is complete when its files match.
-    manifest = json.dumps(build_manifest(staging), indent=2)
+    manifest = json.dumps(build_manifest(staging, env_packages), indent=2)
     (staging / MANIFEST_FILE).write_text(manifest)
     if target.exists():
         shutil.rmtree(target)

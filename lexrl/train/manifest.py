@@ -1,7 +1,7 @@
 """A checkpoint folder's names, its manifest, and verification against it.
 
 The last file a checkpoint write leaves is `manifest.json`: the relative path, size and sha256 of
-every other file. A checkpoint is complete only when its files match it (`verify_checkpoint`), so
+every other file, and the package each env of the run came from (`env_packages`). A checkpoint is complete only when its files match it (`verify_checkpoint`), so
 a file truncated or lost after the write is found before anything loads it, and resume falls back
 to the newest checkpoint that verifies (`choose_checkpoint`). Apart from `checkpoint` (the writer
 and loader), so that `lexrl eval --checkpoint` names a damaged checkpoint before it imports torch.
@@ -98,18 +98,24 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def build_manifest(folder: Path) -> dict[str, Any]:
-    """Relative path -> size and sha256 of every file under `folder` but the manifest itself."""
+def build_manifest(folder: Path, env_packages: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Relative path -> size and sha256 of every file under `folder` but the manifest itself;
+    and, given, `env_packages`: the package, version and data-and-prompts hash of each env the
+    run trained on (`lexrl.eval.provenance.env_packages`), a record that verification does not
+    check (an env upgraded mid-run leaves the checkpoint's files intact)."""
     files = sorted(
         p for p in folder.rglob("*") if p.is_file() and p.relative_to(folder) != Path(MANIFEST_FILE)
     )
-    return {
+    manifest: dict[str, Any] = {
         "format": 1,
         "files": {
             p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": file_digest(p)}
             for p in files
         },
     }
+    if env_packages is not None:
+        manifest["env_packages"] = env_packages
+    return manifest
 
 
 def read_manifest(checkpoint: Path) -> dict[str, dict[str, Any]]:

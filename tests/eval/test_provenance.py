@@ -2,8 +2,11 @@
 own, and None, never an error, where the machine cannot tell (no git, no /proc/cpuinfo)."""
 
 import hashlib
+import importlib
+import importlib.metadata
 import json
 import subprocess
+from pathlib import Path
 
 import yaml
 
@@ -18,6 +21,9 @@ from lexrl.eval.provenance import (
     config_dict,
     config_sha256,
     cpu_model,
+    env_files,
+    env_package,
+    env_packages,
     git_state,
     library_versions,
     machine,
@@ -30,6 +36,7 @@ from lexrl.eval.provenance import (
 KEYS = [
     "lexrl",
     "config_sha256",
+    "env_packages",
     "policy",
     "sampling",
     "caps",
@@ -181,3 +188,67 @@ def test_the_markdown_section_shows_all_but_the_config_itself():
     shown = yaml.safe_load(fenced)
     assert "config" not in shown and shown["config_sha256"] == block["config_sha256"]
     assert shown["seeds"] == block["seeds"]
+
+
+def test_a_built_in_env_is_recorded_as_lexrls_with_a_hash_of_its_prompts():
+    from lexrl.envs.statute.options import StatuteEnvConfig
+
+    record = env_packages(StatuteEnvConfig())["statute"]
+    assert record["module"] == "lexrl.envs.statute.options"
+    assert record["distribution"] == "lexrl"
+    assert record["version"] == importlib.metadata.version("lexrl")
+    folder = Path(provenance_module.__file__).parents[1] / "envs" / "statute"
+    prompts = sorted((folder / "prompts").rglob("*.txt"))
+    assert prompts and record["files"] == len(env_files(folder)) >= len(prompts)
+    assert record["bytes"] == sum(path.stat().st_size for _, path in env_files(folder))
+    lines = "".join(
+        f"{name} {hashlib.sha256(path.read_bytes()).hexdigest()}\n"
+        for name, path in env_files(folder)
+    )
+    assert record["sha256"] == hashlib.sha256(lines.encode()).hexdigest()
+    assert prompts[0].relative_to(folder).as_posix() in dict(env_files(folder))
+
+
+def test_a_mixture_records_each_member_and_the_block_carries_them():
+    config = Config()
+    config.env = MixEnvConfig(
+        members=[MixMember(env=GdprEnvConfig()), MixMember(env=DebateEnvConfig())]
+    )
+    block = provenance(config, None)
+    assert list(block["env_packages"]) == ["gdpr", "debate"]
+    assert all(entry["distribution"] == "lexrl" for entry in block["env_packages"].values())
+
+
+def test_an_env_packages_files_change_its_hash_and_hidden_ones_do_not(tmp_path, monkeypatch):
+    package = tmp_path / "clauses"
+    (package / "prompts").mkdir(parents=True)
+    (package / "data").mkdir()
+    (package / "options.py").write_text("class Options:\n    pass\n")
+    (package / "prompts" / "rater.txt").write_text("Rate the clause.\n")
+    (package / "data" / "tasks.jsonl").write_text('{"id": "1"}\n')
+    (package / "data" / ".cache").write_text("left out")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    options = importlib.import_module("clauses.options").Options
+    first = env_package(options)
+    # Run from a folder, not installed: no distribution to name, the files all the same.
+    assert (first["distribution"], first["version"], first["files"]) == (None, None, 2)
+    (package / "data" / ".cache").write_text("changed")
+    assert env_package(options)["sha256"] == first["sha256"]
+    (package / "prompts" / "rater.txt").write_text("Rate the clause, low or high.\n")
+    assert env_package(options)["sha256"] != first["sha256"]
+
+
+def test_a_checkpoint_manifest_records_the_env_packages_and_still_verifies(tmp_path):
+    from lexrl.envs.statute.options import StatuteEnvConfig
+    from lexrl.train.checkpoint import seal
+    from lexrl.train.manifest import MANIFEST_FILE, verify_checkpoint
+
+    staging, target = tmp_path / ".staging-step-000001", tmp_path / "step-000001"
+    (staging / "adapter").mkdir(parents=True)
+    (staging / "adapter" / "adapter_model.safetensors").write_bytes(b"weights")
+    packages = env_packages(StatuteEnvConfig())
+    seal(staging, target, {"step": 1}, packages)
+    manifest = json.loads((target / MANIFEST_FILE).read_text())
+    assert manifest["env_packages"] == packages
+    assert "trainer_state.json" in manifest["files"]
+    assert verify_checkpoint(target) is True
