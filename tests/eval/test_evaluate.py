@@ -88,9 +88,10 @@ def test_a_report_says_where_its_numbers_came_from_and_has_its_figure(tmp_path):
     report = json.loads((folder / "eval_test_report.json").read_text())
     block = report["provenance"]
     assert list(block) == [
-        "lexrl", "config_sha256", "policy", "sampling", "caps", "prompts", "seeds",
-        "checkpoint", "libraries", "machine", "config",
+        "lexrl", "config_sha256", "env_packages", "policy", "sampling", "caps", "prompts",
+        "seeds", "checkpoint", "libraries", "machine", "config",
     ]  # fmt: skip
+    assert block["env_packages"]["lexam"]["distribution"] == "lexrl"
     canonical = json.dumps(block["config"], sort_keys=True, separators=(",", ":"))
     assert block["config_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
     assert block["config"]["eval"]["max_tasks"] == 6
