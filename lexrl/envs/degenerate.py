@@ -63,13 +63,13 @@ def generic_policies() -> dict[str, PolicyFactory]:
     """The degenerate policies that fit any env, by name: `empty` (an empty reply in every role)
     and `echo` (the last user message sent back). `Env.degenerate_policies` returns these by
     default; an env extends them (`{**generic_policies(), ...}`) with the shortcuts its own
-    reward might pay for."""
+    reward might pay for. The audit plays them on every env anyway (`generic_probes`)."""
     return {"empty": constant(""), "echo": echo}
 
 
-UNPARSABLE = "zorvick plume tansy; the murrow quells no vantle, and every glimp wanders off."
-"""The `unparsable` probe's reply: words, but no answer line, marker, letter, label or list for
-any parser to find."""
+UNPARSABLE = "zorvick plume tansy murrow quelt vantle glimp orrow"
+"""The `unparsable` probe's reply: made-up lowercase words with no punctuation, so no answer
+line, marker, option letter, label (yes, no, none) or list for any parser to find."""
 CONTENT_FREE = ("empty", "echo", "unparsable", "copy_prompt")
 """The probes whose replies carry nothing of an answer: a reward component that pays them is one
 GRPO can collect without doing the task (`lexrl.eval.audit.COMPONENT_BOUND`)."""

@@ -176,7 +176,8 @@ def reply(factory, task: Task, role: str, messages="a clause") -> str:
 
 def test_the_unparsable_reply_has_nothing_to_parse():
     assert listed_issues(UNPARSABLE, unparsable_is_none=False) is None
-    assert not any(mark in UNPARSABLE for mark in (":", "#", "\n", "Answer"))
+    assert not any(mark in UNPARSABLE for mark in (":", "#", ",", ";", "\n", "Answer"))
+    assert not {"yes", "no", "none", "a", "b", "c", "d"} & set(UNPARSABLE.lower().split())
 
 
 def test_copy_prompt_sends_every_message_back_the_system_prompt_first():
