@@ -299,7 +299,9 @@ class EvalConfig:
     split: str = "test"
     """Split evaluated by `lexrl eval` and before/after training."""
     max_tasks: int | None = None
-    """Evaluate at most this many tasks (None: the whole split)."""
+    """Evaluate the first this many tasks of the split, in its order (of each env's, in a
+    mixture; None: the whole split): every evaluation, before and after training and on every
+    seed, plays the same tasks, so paired verdicts pair them."""
     samples_per_task: int = 1
     """Seeded episodes per task; metrics are averaged over them."""
     seed: int = 1234

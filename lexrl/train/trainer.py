@@ -47,6 +47,7 @@ from lexrl.eval.evaluate import (
     print_summary,
 )
 from lexrl.eval.plots import headline_panels, plot_before_after, plot_learning_curve
+from lexrl.eval.provenance import env_packages
 from lexrl.models import (
     SMOLLM2,
     add_lora,
@@ -376,6 +377,9 @@ class Run:
     tokenizer: PreTrainedTokenizerBase
     learner: Learner
     backend: Backend
+    env_packages: dict[str, Any]
+    """The env's package, version and data hash (`env_packages`), recorded in each checkpoint's
+    manifest; computed once, as hashing the data is not free."""
 
     @property
     def output_dir(self) -> Path:
@@ -429,7 +433,8 @@ def build_run(config: Config, accelerator: Accelerator, shard: Shard) -> Run:
         importance_sampling_mode(config),
     )
     backend = make_backend(config, learner.policy, tokenizer, base_path)
-    return Run(config, accelerator, shard, env, tokenizer, learner, backend)
+    packages = env_packages(config.env)
+    return Run(config, accelerator, shard, env, tokenizer, learner, backend, packages)
 
 
 def run_record(config: Config) -> dict[str, Any]:
@@ -851,6 +856,7 @@ def write_checkpoint(run: Run, step: int, state: dict[str, Any]) -> None:
         learner.scheduler,
         {**state, RUN_KEY: run_record(run.config)},
         run.accelerator,
+        run.env_packages,
     )
 
 
