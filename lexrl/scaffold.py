@@ -4,11 +4,14 @@ The folder is a pip-installable package whose `pyproject.toml` declares the env 
 entry-point group `lexrl.envs` (`lexrl.registry`), so after `pip install -e NAME` every lexrl
 command knows it, with no edit to lexrl. Out of the box it is a complete toy task: yes/no
 questions on contract formation (a contract needs an offer, its acceptance and consideration),
-played by the given roles in turn, the last one answering; tasks from a small JSONL; a reward
-that a constant answer cannot live on; a scripted teacher (warm-start and `lexrl audit`'s
-reference); two degenerate policies; a CPU config; and a test. Replace the data, prompts and
-reward with your task's. The templates are below so that what is written is what is tested
-(`tests/test_new_env.py`)."""
+played by the given roles in turn, the last one answering; tasks from a JSONL written here
+(`contract_tasks`); a reward that a constant answer cannot live on; a scripted teacher
+(warm-start and `lexrl audit`'s reference); two constant answers beside lexrl's generic
+degenerate policies; a CPU config on which the tiny model learns the task in minutes and beats
+every degenerate policy on the held-out split; a test; a `.gitignore`; and ruff settings that
+the written files pass. Replace the data, prompts and reward with your task's. The templates are
+below so that what is written is what is tested (`tests/test_scaffold.py`,
+`tests/test_contributing.py`)."""
 
 from __future__ import annotations
 
@@ -362,15 +365,15 @@ GITIGNORE = ("runs/", ".lexrl_cache/", "build/", "dist/", "*.egg-info/", "__pyca
 WARMSTART_EPISODES = 320
 """Teacher episodes of the CPU config's warm-start: with 2 roles and 2 epochs, 80 SFT steps of 16,
 after which the tiny model's answer line parses on about 4 replies in 5 and is mostly right, so
-GRPO's groups differ and it has something to learn (192 steps: every reply right, no signal; 24:
-no answer line)."""
+GRPO's groups differ and it has something to learn (192 steps: every reply right, no signal;
+the former 12: no answer line)."""
 MAX_STEPS = 30
 NAMES = ("Alice", "Bob", "Chen", "Dana", "Emil", "Farah", "Grace", "Hugo", "Iris", "Jonas")
 THINGS = ("bicycle", "laptop", "car", "piano", "boat", "camera", "desk", "violin")
 SPLITS = {"train": 192, "test": 48}
-"""Tasks per split. 48 held-out questions give a paired 95% interval of about +-0.3 reward
-(1.96 * sd / sqrt(48), sd about 1 per task) around the trained policy's gain over a constant
-answer, whose reward is 0.1: enough to call a trained policy that answers most of them right."""
+"""Tasks per split. 48 held-out questions give a paired 95% interval of about +-0.34 reward
+(1.96 * sd / sqrt(48), sd about 1.2 per task) around the trained policy's margin over a
+degenerate policy: enough to call a trained policy that answers most of them right."""
 ELEMENTS = ("offer", "acceptance", "consideration")
 INCOMPLETE = [
     (offer, acceptance, consideration)
@@ -401,35 +404,30 @@ def contract_facts(seller: str, buyer: str, thing: str, price: int, present: tup
 
 
 def contract_tasks() -> list[dict]:
-    """The packaged toy data, drawn with a fixed seed: `SPLITS` questions per split, even ones a
-    contract, odd ones missing an element (the seven ways in turn); a test question is never a
-    training one's text."""
+    """The packaged toy data, drawn with a fixed seed: `SPLITS` questions per split, half of them
+    a contract and the others missing an element (the seven ways in turn), in a shuffled order,
+    so that neither a file position nor a neighbour gives the answer away (lexrl's
+    `other_task_teacher` probe replays the teacher of the task half the split away); a test
+    question is never a training one's text."""
     rng = random.Random(0)
     rows, seen = [], set()
     for split, count in SPLITS.items():
-        index = 0
-        while index < count:
-            seller, buyer = rng.sample(NAMES, 2)
-            thing, price = rng.choice(THINGS), rng.randrange(20, 1000, 10)
-            present = (True, True, True) if index % 2 == 0 else INCOMPLETE[index // 2 % 7]
-            question = contract_facts(seller, buyer, thing, price, present)
-            if question in seen:
-                continue
+        cases = [(True, True, True) if i % 2 == 0 else INCOMPLETE[i // 2 % 7] for i in range(count)]
+        rng.shuffle(cases)
+        for index, present in enumerate(cases):
+            question = ""
+            while not question or question in seen:
+                seller, buyer = rng.sample(NAMES, 2)
+                thing, price = rng.choice(THINGS), rng.randrange(20, 1000, 10)
+                question = contract_facts(seller, buyer, thing, price, present)
             seen.add(question)
             rationale = " ".join(
                 f"{element.capitalize()}: {'yes' if there else 'no'}."
                 for element, there in zip(ELEMENTS, present, strict=True)
             )
-            rows.append(
-                {
-                    "id": f"{split}-{index:03d}",
-                    "split": split,
-                    "question": question,
-                    "rationale": rationale,
-                    "answer": "yes" if all(present) else "no",
-                }
-            )
-            index += 1
+            answer = "yes" if all(present) else "no"
+            row = {"id": f"{split}-{index:03d}", "split": split, "question": question}
+            rows.append({**row, "rationale": rationale, "answer": answer})
     return rows
 
 

@@ -60,6 +60,9 @@ def test_the_toy_data_is_balanced_held_out_and_follows_its_rule():
     for split, count in SPLITS.items():
         answers = [row["answer"] for row in rows if row["split"] == split]
         assert len(answers) == count and answers.count("yes") == answers.count("no")
+        # Shuffled: the task half the split away (the `other_task_teacher` probe's) is no guide.
+        same = sum(answer == answers[(i + count // 2) % count] for i, answer in enumerate(answers))
+        assert same <= 0.6 * count
     assert SPLITS["test"] >= 40  # a paired verdict's interval needs them (docs/contributing.md)
     train = {row["question"] for row in rows if row["split"] == "train"}
     assert not any(row["question"] in train for row in rows if row["split"] == "test")
