@@ -68,7 +68,7 @@ from lexrl.train.advantages import (
     shard_step,
     split_group_advantages,
 )
-from lexrl.train.busy_cores import warn_if_cores_busy
+from lexrl.train.busy_cores import choose_torch_threads
 from lexrl.train.checkpoint import (
     RUN_KEY,
     checkpoint_write_error,
@@ -961,8 +961,7 @@ def train(config: Config) -> dict[str, dict[str, float]]:
         )
     choice = checkpoint_to_resume(config)
     accelerator = make_accelerator()
-    if accelerator.is_main_process:
-        warn_if_cores_busy()
+    choose_torch_threads(config.run.torch_threads, announce=accelerator.is_main_process)
     shard = step_shard(config, accelerator)
     refuse_if_cannot_fit(config, accelerator.num_processes, uses_deepspeed(accelerator))
     resolve_engine_memory(config, accelerator.num_processes)
