@@ -122,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
         "--max-tasks",
         type=int,
         default=None,
-        help="held-out tasks per env (default: all of them)",
+        help="held-out tasks per env, drawn at random with run.seed and kept in their order "
+        "(default: all of them)",
     )
     audit.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
     audit.add_argument(

@@ -218,10 +218,13 @@ class Env(ABC):
         degenerate baselines (on the evaluated tasks) play each through `run_episode` and report
         its mean reward as a share of `teacher`'s, marking one above
         `lexrl.eval.audit.SHARE_BOUND`: a reward a content-free policy earns most of is one
-        GRPO would find. The default
-        (`generic_policies`: `empty`, `echo`) fits any env; an env adds its own
-        (`lexrl/envs/<env>/degenerate.py`). A name starting with `random` is played over
-        several seeds and averaged."""
+        GRPO would find. The default (`generic_policies`: `empty`, `echo`) fits any env; an env
+        adds its own (`lexrl/envs/<env>/degenerate.py`). Whatever this returns, the audit and
+        `lexrl eval` also play lexrl's generic probes on every env
+        (`lexrl.envs.degenerate.generic_probes`: an unparsable reply, the prompt copied back,
+        another task's or role's teacher reply, the most common teacher reply, half the
+        teacher's), so an env need write no rule for those. A name starting with `random` is
+        played over several seeds and averaged."""
         return generic_policies()
 
     def warmstart_tasks(self) -> list[Task]:
