@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Seconds from `lexrl new-env` to an evaluated 2-step checkpoint, step by step, in a throwaway
-# folder: the scaffold as written (its toy tasks), installed into a folder of its own on
-# PYTHONPATH so this environment is left as it was.
+# Seconds from `lexrl new-env` to an evaluated checkpoint of its default run, step by step, in a
+# throwaway folder: the scaffold as written (its toy tasks), installed into a folder of its own
+# on PYTHONPATH so this environment is left as it was.
 #
 #     bash scripts/bench_new_env.sh [NAME]
 #
@@ -36,8 +36,8 @@ cd "$name"
 step pytest "$python" -m pytest -q -p no:cacheprovider tests
 step audit "$python" -m lexrl.cli audit "configs/${name}_cpu.yaml"
 step train "$python" -m lexrl.cli train "configs/${name}_cpu.yaml"
-step eval "$python" -m lexrl.cli eval "configs/${name}_cpu.yaml" \
-    --checkpoint "runs/${name}_cpu/checkpoints/step-000002"
+last="$(ls -d "runs/${name}_cpu/checkpoints"/step-* | tail -n 1)"
+step eval "$python" -m lexrl.cli eval "configs/${name}_cpu.yaml" --checkpoint "$last"
 awk -v t="$total" 'BEGIN { printf "%-10s %6.1f s\n", "total", t }'
 grep -E "^\| $name \|" "$work/audit.log" || true
 after="$(git -C "$repo" status --porcelain 2>/dev/null || true)"
