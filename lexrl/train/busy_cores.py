@@ -31,36 +31,6 @@ def free_cores_share(load: float, cores: int, threads: int) -> int | None:
     return share if share < threads else None
 
 
-def busy_cores_warning(load: float, cores: int, threads: int, threads_set: bool) -> str | None:
-    """The warning for a run about to use `threads` torch threads on `cores` cores while the
-    machine's 1-minute load average is `load`; None when `OMP_NUM_THREADS` is set
-    (`threads_set`: the user chose) or `free_cores_share` keeps the threads."""
-    share = None if threads_set else free_cores_share(load, cores, threads)
-    if share is None:
-        return None
-    return (
-        f"warning: the CPU is busy (load {load:.1f} on {cores} cores) and torch will run "
-        f"{threads} threads that compete with that work, which can slow each step several-fold; "
-        f"start the run with OMP_NUM_THREADS={share} (its share of the cores) to avoid it"
-    )
-
-
-def warn_if_cores_busy() -> None:
-    """Print `busy_cores_warning` for this machine and process on stderr, if any (CPU only)."""
-    import torch
-
-    if torch.cuda.is_available() or not hasattr(os, "getloadavg"):
-        return
-    message = busy_cores_warning(
-        os.getloadavg()[0],
-        os.cpu_count() or 1,
-        torch.get_num_threads(),
-        "OMP_NUM_THREADS" in os.environ,
-    )
-    if message:
-        print(message, file=sys.stderr, flush=True)
-
-
 def threads_note(load: float, cores: int, default: int, picked: int) -> str:
     """The line that says which torch threads a busy CPU got, why, and how to choose them."""
     return (

@@ -158,7 +158,7 @@ def no_signal_line(
     `steps` (1-based). `counts`, summed over those steps: `groups` and the `equal` ones among
     them, trained `tokens` and the `moved` ones (a non-zero advantage); `parsed`: the share of
     replies parsed (None: the env has no such measure); `warmstart`: the tiny model's warm-start
-    (None: not warm-started, not named)."""
+    settings, named whether it ran or is off (None: another model, which has none)."""
     which = f"the first {steps} steps" if first == 1 else f"steps {first} to {steps}"
     line = (
         f"no learning signal: in each of {which} no trained token had a non-zero advantage "
@@ -167,7 +167,12 @@ def no_signal_line(
     )
     if parsed is not None:
         line += f"; {parsed:.0%} of replies parsed"
-    if warmstart is not None:
+    if warmstart is not None and not warmstart.enabled:
+        line += (
+            "; the tiny model was not warm-started (warmstart.enabled=false), and a random model "
+            "rarely writes the answer format: turn it on, or raise"
+        )
+    elif warmstart is not None:
         line += (
             f"; the warm-start may be too short (warmstart.num_episodes={warmstart.num_episodes}, "
             f"warmstart.epochs={warmstart.epochs}): raise it, or raise"

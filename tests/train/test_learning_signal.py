@@ -196,6 +196,9 @@ def test_the_line_names_the_warm_start_only_when_given_and_parsed_only_when_meas
     bare = no_signal_line(3, 1, counts, None, None)
     assert "warmstart" not in bare and "parsed" not in bare
     assert "\n" not in warm + bare
+    off = no_signal_line(3, 1, counts, 0.0, WarmstartConfig(enabled=False))
+    assert "not warm-started (warmstart.enabled=false)" in off
+    assert "num_episodes" not in off
 
 
 def test_only_a_step_without_signal_prints_the_line(tmp_path, capsys):

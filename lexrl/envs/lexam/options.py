@@ -58,9 +58,9 @@ class LexamEnvConfig(EnvConfig):
     text the policy never gets to write, and the longest row sets the length of every padded
     warm-start batch it lands in."""
     format_weight: float = 0.0
-    """Weight of the MCQ `format` reward component: for a reply with a `###X###` marker, the
-    marked answer's chance-normalised accuracy (1 right, -1/(k-1) wrong among k options), 0
-    without a marker (`lexam.reward.mcq_reward`). 0 is the paper's reward, accuracy alone
+    """Weight of the MCQ `format` reward component: the answer's chance-normalised accuracy (1
+    right, -1/(k-1) wrong among k options), a reply without a `###X###` marker counted as wrong,
+    never more than a marked wrong answer (`lexam.reward.mcq_reward`). 0 is the paper's reward, accuracy alone
     (docs/sources.md). A guess earns 0 from the component in expectation, so a constant letter
     cannot live on it: at weight 0.5 it earns 1/6 of the teacher's reward on balanced gold
     letters, where a flat credit for any marker paid it half (docs/benchmarks.md)."""
