@@ -14,6 +14,7 @@ import sys
 import tempfile
 import traceback
 from pathlib import Path
+from typing import Any
 
 from lexrl.config import Config, ConfigError, load_config
 from lexrl.errors import (
@@ -192,6 +193,9 @@ def _parser() -> argparse.ArgumentParser:
     envs.add_argument("name", nargs="?", help="one registered env (default: all of them)")
     envs.add_argument(
         "--stats", action="store_true", help="print the loader statistics of the env's data"
+    )
+    envs.add_argument(
+        "--json", action="store_true", help="with --stats, print JSON instead of the table"
     )
     envs.add_argument(
         "--config",
@@ -396,7 +400,7 @@ def _envs(args: argparse.Namespace, overrides: list[str]) -> None:
     if args.name is not None:
         env_config_class(args.name, "env name")
     if args.stats and args.name is None and args.config is None and not overrides:
-        _all_env_stats(sorted(discover_envs()))
+        _print_stats(_all_env_stats(sorted(discover_envs())), args.json)
         return
     if args.stats:
         if args.config is None and args.name is not None:
@@ -406,7 +410,8 @@ def _envs(args: argparse.Namespace, overrides: list[str]) -> None:
             raise ConfigError(f"{args.config} trains env {config.env.name!r}, not {args.name!r}")
         source = args.config or "the options' defaults (--config FILE for a config's)"
         print(f"{config.env.name}: loaded with {source}", file=sys.stderr)
-        print(json.dumps(config.env.build().stats(), indent=2, ensure_ascii=False))
+        stats = config.env.build().stats()
+        _print_stats({config.env.name: stats}, args.json, stats)
         return
     for name, cls in sorted(discover_envs().items()):
         if args.name in (None, name):
@@ -418,10 +423,22 @@ def _envs(args: argparse.Namespace, overrides: list[str]) -> None:
             print(f"{name:10s} (failed to load: {failure})")
 
 
-def _all_env_stats(names: list[str]) -> None:
+def _print_stats(stats_by_env: dict[str, Any], as_json: bool, one: Any = None) -> None:
+    """The statistics as a table, a row per number, or with `--json` as JSON: `one` env's own
+    object when given, else one object by env name."""
+    from lexrl.envs.stats_table import markdown
+
+    if as_json:
+        shown = stats_by_env if one is None else one
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
+    else:
+        print(markdown(stats_by_env))
+
+
+def _all_env_stats(names: list[str]) -> dict[str, Any]:
     """`lexrl envs --stats`: every registered env's statistics, each env loaded with its options'
-    defaults, as one JSON object by name. An env those defaults cannot load (`mix` needs its
-    members) gets its error in one line, and the others still print."""
+    defaults, by name. An env those defaults cannot load (`mix` needs its members) gets its error
+    in one line, and the others still print."""
     stats = {}
     for name in names:
         try:
@@ -429,7 +446,7 @@ def _all_env_stats(names: list[str]) -> None:
         except Exception as error:  # one env's data or code must not hide the others'
             stats[name] = {"error": f"{type(error).__name__}: {error}"}
             print(f"{name}: not loaded with its defaults: {error}", file=sys.stderr)
-    print(json.dumps(stats, indent=2, ensure_ascii=False))
+    return stats
 
 
 def _new_env(args: argparse.Namespace, overrides: list[str]) -> None:

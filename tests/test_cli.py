@@ -105,7 +105,7 @@ def test_train_eval_rollout_end_to_end(tmp_path, model_cache):
 
 
 def test_envs_stats_prints_loader_statistics():
-    result = run_lexrl("envs", "statute", "--stats")
+    result = run_lexrl("envs", "statute", "--stats", "--json")
     assert result.returncode == 0, result.stderr[-2000:]
     stats = json.loads(result.stdout)
     assert stats["corpus_size"] == 49 and stats["test"]["queries"] == 110
@@ -203,7 +203,7 @@ def csaid_config(tmp_path: Path, dense_model: str) -> Path:
 
 def test_stats_load_no_retrieval_model(tmp_path):
     config = csaid_config(tmp_path, "no-such-org/no-such-embedder")
-    result = run_lexrl("envs", "statute", "--stats", "--config", str(config))
+    result = run_lexrl("envs", "statute", "--stats", "--json", "--config", str(config))
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout)["test"]["queries"] == 2
 
@@ -425,7 +425,7 @@ def test_gdpr_eval_scores_the_grid_and_the_live_form_beside_the_baselines(
 
 
 def test_env_stats_take_options_without_a_config_file():
-    result = run_lexrl("envs", "gdpr", "--stats", "--env.split_seed", "3")
+    result = run_lexrl("envs", "gdpr", "--stats", "--json", "--env.split_seed", "3")
     assert result.returncode == 0, result.stderr[-3000:]
     stats = json.loads(result.stdout)
     assert stats["questions"] == 198 and stats["yes_no"] + stats["abcd"] == 198

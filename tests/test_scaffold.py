@@ -137,9 +137,18 @@ def lexrl(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complet
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
 
-def test_envs_stats_of_a_plugin_is_its_table(installed):
+def test_envs_stats_of_a_plugin_is_a_table(installed):
     root, env = installed
     result = lexrl(["envs", "demoqa", "--stats"], root, env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| demoqa |")]
+    assert "| demoqa | roles | " + ", ".join(DEFAULT_ROLES) + " |" in rows
+    assert f"| demoqa | test.tasks | {SPLITS['test']} |" in rows
+
+
+def test_envs_stats_of_a_plugin_as_json(installed):
+    root, env = installed
+    result = lexrl(["envs", "demoqa", "--stats", "--json"], root, env)
     assert result.returncode == 0, result.stderr[-2000:]
     stats = json.loads(result.stdout)
     assert stats["roles"] == list(DEFAULT_ROLES)
@@ -149,7 +158,7 @@ def test_envs_stats_of_a_plugin_is_its_table(installed):
 
 def test_envs_stats_without_a_name_covers_every_env(installed):
     root, env = installed
-    result = lexrl(["envs", "--stats"], root, env)
+    result = lexrl(["envs", "--stats", "--json"], root, env)
     assert result.returncode == 0, result.stderr[-2000:]
     stats = json.loads(result.stdout)
     assert {"demoqa", "statute", "lexam", "argument"} <= set(stats)
