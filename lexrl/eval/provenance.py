@@ -156,9 +156,7 @@ def env_files(folder: Path) -> list[tuple[str, Path]]:
 def env_files_sha256(files: list[tuple[str, Path]]) -> str:
     """sha256 (hex) of the lines `<relative path> <file's sha256>\n`, in `files`' order: to
     check it, hash each file, write the lines sorted by path and hash them."""
-    lines = "".join(
-        f"{name} {hashlib.sha256(path.read_bytes()).hexdigest()}\n" for name, path in files
-    )
+    lines = "".join(f"{name} {file_sha256(path)}\n" for name, path in files)
     return hashlib.sha256(lines.encode("utf-8")).hexdigest()
 
 
@@ -224,7 +222,7 @@ def prompt_digests(config: Config) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     for key, folder in env_options(config, "prompts_dir").items():
         found[key] = {
-            file.name: hashlib.sha256(file.read_bytes()).hexdigest()
+            file.name: file_sha256(file)
             for file in sorted(Path(folder).iterdir())
             if file.is_file() and not file.name.startswith(".")
         }
@@ -236,11 +234,15 @@ def checkpoint_identity(checkpoint: str | None) -> dict[str, str | None] | None:
     if checkpoint is None:
         return None
     adapter = Path(checkpoint) / "adapter" / "adapter_model.safetensors"
-    digest = None
-    if adapter.is_file():
-        with adapter.open("rb") as stream:
-            digest = hashlib.file_digest(stream, "sha256").hexdigest()
+    digest = file_sha256(adapter) if adapter.is_file() else None
     return {"path": str(Path(checkpoint).resolve()), "adapter_sha256": digest}
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 (hex) of a file, read in chunks, so a large data file or adapter is never
+    held in memory whole."""
+    with path.open("rb") as stream:
+        return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:

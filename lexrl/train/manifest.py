@@ -1,10 +1,11 @@
 """A checkpoint folder's names, its manifest, and verification against it.
 
 The last file a checkpoint write leaves is `manifest.json`: the relative path, size and sha256 of
-every other file, and the package each env of the run came from (`env_packages`). A checkpoint is complete only when its files match it (`verify_checkpoint`), so
-a file truncated or lost after the write is found before anything loads it, and resume falls back
-to the newest checkpoint that verifies (`choose_checkpoint`). Apart from `checkpoint` (the writer
-and loader), so that `lexrl eval --checkpoint` names a damaged checkpoint before it imports torch.
+every other file, and the package each env of the run came from (`env_packages`). A checkpoint
+is complete only when its files match it (`verify_checkpoint`), so a file truncated or lost after
+the write is found before anything loads it, and resume falls back to the newest checkpoint that
+verifies (`choose_checkpoint`). Apart from `checkpoint` (the writer and loader), so that
+`lexrl eval --checkpoint` names a damaged checkpoint before it imports torch.
 """
 
 from __future__ import annotations
