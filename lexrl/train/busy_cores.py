@@ -4,7 +4,7 @@ torch starts one thread per core. Two CPU runs started side by side each take ev
 their threads then wait on each other: two `lexrl train` runs with 2 threads each on 2 cores ran
 their steps about 7x slower than one alone (53-71 s a step instead of 5-8, docs/benchmarks.md),
 and the `lexrl new-env` scaffold's train (8 GRPO steps) took 260 s with torch's 2 threads on 2
-cores at load 4.4 (a busy loop and other runs) against 74 s with one thread (issue 72). So on a
+cores at load 4.4 (a busy loop and other runs) against 74 s with one thread. So on a
 busy CPU lexrl gives torch only the cores the load leaves free, and says so; `OMP_NUM_THREADS`
 or `run.torch_threads` overrides it.
 """
