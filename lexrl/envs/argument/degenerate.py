@@ -1,33 +1,42 @@
 """The argument env's degenerate policies (`lexrl audit`): plies that ignore whether the triple
 can be argued, and the cheap rules a reviewer would write over the prompt, each skipping one part
-of the task (Zhang and Ashley 2025, "Mitigating Manipulation and Enhancing Persuasion",
-arXiv:2506.02992): deciding, abstaining where it must, arguing where it can, citing with the
-right side, or comparing the cases. As analyst and polisher (RMA) every one of them
-rubber-stamps every draft, the reviewers' own cheap strategy.
+of the task or claiming what is false (Zhang and Ashley 2025, "Mitigating Manipulation and
+Enhancing Persuasion", arXiv:2506.02992): deciding, abstaining where it must, arguing where it
+can, claiming with the right side, comparing the cases, making each ply's distinction. As
+analyst and polisher (RMA) every one of them rubber-stamps every draft, the reviewers' own cheap
+strategy.
 
 The rules read only the prompt they are sent (the cases as `render_cases` prints them, the
 earlier plies, "Write ply N of 3"), never the gold. The CATO analogies and distinctions of a
 ply are a function of the prompt alone, so `cato_*` rules start from the scripted teacher's plies
-for the cases the prompt prints (`prompt_teacher_plies`) and skip one part:
-- `cato_ids_only`: the teacher's citations, the text only their ids ("F4, F6.");
-- `cato_denied`: the teacher's citations, the text denying each ("c1 does not have F4");
+for the cases the prompt prints (`prompt_teacher_plies`) and change one thing:
 - `cato_analogies_only`: the teacher's decisions and analogies, no distinction;
-- `cato_never_abstains`: the teacher's plies where it argues, an analogy on the shared factors
-  of the ply's side (or c1's own factors of that side) where it abstains;
+- `cato_skips_the_defendants_distinction` / `cato_skips_the_rebuttals_distinction`: the teacher's
+  plies, one ply's distinctions dropped;
+- `cato_distinguishes_by_the_precedent_only`: distinctions name only the precedent's factors that
+  c1 lacks, never c1's factors that the precedent lacks;
+- `cato_asserted_and_denied`: every claim of the teacher's, and its opposite beside it (a
+  factor shared and distinguished, a distinction and its reverse);
+- `cato_reversed_distinctions`: the distinctions the other way round (the case that lacks the
+  factor said to have it);
+- `cato_with_every_factor_claimed`: the teacher's claims and an analogy on every factor of c1
+  with the ply's precedent, shared or not (over-claiming, unchecked);
+- `cato_never_abstains`: the teacher's plies where it argues, an analogy on the shared factors of
+  the ply's side (or c1's own factors with the precedent, unchecked) where it abstains;
 - `cato_abstains_on_the_rebuttal`: the teacher's plies, the rebuttal always abstaining;
-- `cato_decisions_citing_the_other_side`: the teacher's decisions, citing the factors of c1
-  and of the precedent that favour the other side (every decision right, nothing relevant);
-- `never_compares`: argue every ply, citing every factor of c1 and of the precedent that favours
-  the ply's side, each said of its own case, never of both;
+- `cato_decisions_claiming_the_other_side`: the teacher's decisions, analogies on the factors c1
+  shares with the precedent that favour the other side (every decision right, nothing relevant);
+- `never_compares`: argue every ply, an analogy of c1 and its precedent on every factor of c1 that
+  favours the ply's side, shared or not;
 - `rule_*`: argue a ply exactly when its precedent was decided for its side and shares any
   factor id with c1 (the two-part decision rule that gets almost every decision right on
-  generated triples), citing every listed factor under a fixed sentence, saying every factor of
-  its case, or saying of c1 and the precedent every factor they share whatever side it favours;
+  generated triples), claiming an analogy on every shared factor whatever side it favours, or
+  every claim about c1 and the precedent there is, true or not, both sides;
 - `outcome_only_*`: argue when the precedent was decided for the ply's side, shared factors
   unread;
 - `random_decision_*`: argue or abstain at random, per ply;
-- `copy_previous_ply`: repeat the last ply the message shows (the other agent's), the first ply
-  written by the shared-factor rule.
+- `copy_previous_ply`: repeat the last ply the message shows (the other agent's prose), the first
+  ply written by the shared-factor rule.
 """
 
 from __future__ import annotations
@@ -49,15 +58,30 @@ ARGUMENT = "The cases share relevant factors, and the precedents support this si
 REVIEWS = {"analyst": "VALID_ARGUMENT", "polisher": "The argument is fine.\nREVISE: no"}
 
 
-def _ply(abstain: bool, cite_all: bool, task: Task) -> dict:
-    """A ply in the JSON schema: every case's own factors cited for it, or none."""
-    factors = {case: list(task.inputs[case]) if cite_all else [] for case in CASES}
-    return {"argument": ABSTENTION if abstain else ARGUMENT, "abstain": abstain, "factors": factors}
+def _ply(
+    abstain: bool,
+    analogies: list[list[str]] = (),
+    distinctions: list[list[str]] = (),
+    text: str | None = None,
+) -> dict:
+    """A ply in the JSON schema."""
+    return {
+        "abstain": abstain,
+        "analogies": [list(claim) for claim in analogies],
+        "distinctions": [list(claim) for claim in distinctions],
+        "argument": text or (ABSTENTION if abstain else ARGUMENT),
+    }
 
 
-def _plies(abstain: bool, cite_all: bool) -> PolicyFactory:
+def _every_analogy(factors: dict[str, list[str]]) -> list[list[str]]:
+    """An analogy of c1 to each precedent on every factor of c1, unchecked."""
+    return [[f, "c1", precedent] for precedent in ("c2", "c3") for f in factors.get("c1", ())]
+
+
+def _plies(abstain: bool, claim_all: bool) -> PolicyFactory:
     def factory(task: Task, rng: random.Random) -> Teacher:
-        ply = _ply(abstain, cite_all, task)
+        factors = {case: list(task.inputs[case]) for case in CASES}
+        ply = _ply(abstain, _every_analogy(factors) if claim_all else [])
         triple = json.dumps(dict.fromkeys(PLIES, ply))
 
         def respond(role: str, messages: Messages) -> str:
@@ -119,32 +143,29 @@ def _random(index: int, factors: dict, winners: dict, rng: random.Random) -> boo
     return rng.random() < 0.5
 
 
-def _listed(ids: list[str]) -> str:
-    return ", ".join(ids)
+def _own_side(index: int, ids: list[str]) -> list[str]:
+    return [f for f in ids if f in FACTORS and FACTORS[f].favors == _FAVOURS[index]]
 
 
-def _said(cited: dict[str, list[str]]) -> str:
-    """Each case's citations said of that case alone: "c1 has F4, F6. c2 has F4."."""
-    return " ".join(f"{case} has {_listed(ids)}." for case, ids in cited.items() if ids)
-
-
-def _citing(how: str, index: int, factors: dict[str, list[str]]) -> dict:
-    """An arguing ply: `fixed` cites every listed factor under a sentence naming none, `every`
-    cites every listed factor and says each of its case, `shared` cites the factors c1 shares
-    with the ply's precedent and says them of both cases."""
+def _claiming(how: str, index: int, factors: dict[str, list[str]]) -> dict:
+    """An arguing ply: `shared` claims an analogy of c1 and the ply's precedent on every factor
+    they share, whatever side it favours; `every` claims everything about c1 and the precedent,
+    unchecked: an analogy on each factor of either, and each factor of either as a distinction
+    from the other."""
     precedent = _PRECEDENT[index]
+    c1, other = list(factors.get("c1", ())), list(factors.get(precedent, ()))
     if how == "shared":
-        shared = [f for f in factors.get("c1", ()) if f in factors.get(precedent, ())]
-        cited = {case: shared if case in ("c1", precedent) else [] for case in CASES}
-        text = f"{ARGUMENT} c1 and {precedent} share {_listed(shared)}." if shared else ARGUMENT
-    else:
-        cited = {case: list(factors.get(case, ())) for case in CASES}
-        text = ARGUMENT if how == "fixed" else f"{ARGUMENT} {_said(cited)}"
-    return {"argument": text, "abstain": False, "factors": cited}
+        return _ply(False, [[f, "c1", precedent] for f in c1 if f in other])
+    everything = list(dict.fromkeys(c1 + other))
+    return _ply(
+        False,
+        [[f, "c1", precedent] for f in everything],
+        [[f, "c1", precedent] for f in c1] + [[f, precedent, "c1"] for f in other],
+    )
 
 
 def _abstention() -> dict:
-    return {"argument": ABSTENTION, "abstain": True, "factors": {case: [] for case in CASES}}
+    return _ply(True)
 
 
 PlyRule = Callable[[int, dict[str, list[str]], dict[str, str], random.Random], dict]
@@ -176,11 +197,11 @@ def _from_prompt(rule: PlyRule) -> PolicyFactory:
 
 
 def _ruled(decide: Decide, how: str) -> PolicyFactory:
-    """Each ply argued (`_citing(how)`) or abstained as `decide` says."""
+    """Each ply argued (`_claiming(how)`) or abstained as `decide` says."""
 
     def rule(index: int, factors: dict, winners: dict, rng: random.Random) -> dict:
         argues = decide(index, factors, winners, rng)
-        return _citing(how, index, factors) if argues else _abstention()
+        return _claiming(how, index, factors) if argues else _abstention()
 
     return _from_prompt(rule)
 
@@ -205,85 +226,83 @@ def prompt_teacher_plies(
     return teacher_plies(scenario)
 
 
-def _own_side(index: int, ids: list[str]) -> list[str]:
-    return [f for f in ids if f in FACTORS and FACTORS[f].favors == _FAVOURS[index]]
-
-
 def _cato(change: Callable[[int, dict, dict, dict], dict]) -> PolicyFactory:
     """The teacher's ply for the prompt's cases, changed by `change(index, ply, factors,
-    winners)`."""
+    winners)`; an abstaining ply is left as it is."""
 
     def rule(index: int, factors: dict, winners: dict, rng: random.Random) -> dict:
-        return change(index, prompt_teacher_plies(factors, winners)[index], factors, winners)
+        ply = prompt_teacher_plies(factors, winners)[index]
+        return ply if ply["abstain"] else change(index, ply, factors, winners)
 
     return _from_prompt(rule)
 
 
-def _ids_only(index: int, ply: dict, factors: dict, winners: dict) -> dict:
-    if ply["abstain"]:
-        return ply
-    ids = dict.fromkeys(f for case in CASES for f in ply["factors"][case])
-    return ply | {"argument": f"{_listed(list(ids))}."}
-
-
-def _denied(index: int, ply: dict, factors: dict, winners: dict) -> dict:
-    if ply["abstain"]:
-        return ply
-    denials = [f"{case} does not have {f}." for case in CASES for f in ply["factors"][case]]
-    return ply | {"argument": " ".join(denials)}
-
-
 def _analogy(index: int, factors: dict) -> dict:
     """The analogy of c1 to the ply's precedent on their shared factors of the ply's side, or,
-    when they share none, c1's own factors of that side said of c1."""
+    when they share none, on c1's own factors of that side, unchecked."""
     precedent = _PRECEDENT[index]
     shared = _own_side(index, [f for f in factors.get("c1", ()) if f in factors.get(precedent, ())])
-    if shared:
-        cited = {case: shared if case in ("c1", precedent) else [] for case in CASES}
-        text = f"Like {precedent}, c1 has {_listed(shared)}."
-    else:
-        own = _own_side(index, list(factors.get("c1", ())))
-        cited = {case: own if case == "c1" else [] for case in CASES}
-        text = f"c1 has {_listed(own)}." if own else ARGUMENT
-    return {"argument": text, "abstain": False, "factors": cited}
+    ids = shared or _own_side(index, list(factors.get("c1", ())))
+    return _ply(False, [[f, "c1", precedent] for f in ids])
 
 
 def _analogies_only(index: int, ply: dict, factors: dict, winners: dict) -> dict:
-    return ply if ply["abstain"] else _analogy(index, factors)
+    return ply | {"distinctions": []}
 
 
-def _never_abstains(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+def _skips_distinction(skipped: int) -> Callable[[int, dict, dict, dict], dict]:
+    def change(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+        return ply | {"distinctions": []} if index == skipped else ply
+
+    return change
+
+
+def _precedent_only(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    return ply | {"distinctions": [d for d in ply["distinctions"] if d[1] != "c1"]}
+
+
+def _asserted_and_denied(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    """Each claim and its opposite: an analogy beside the distinction that denies it of c1, a
+    distinction beside its reverse."""
+    denials = [[f, precedent, "c1"] for f, _, precedent in ply["analogies"]]
+    reversals = [[f, lacks, has] for f, has, lacks in ply["distinctions"]]
+    return ply | {"distinctions": ply["distinctions"] + denials + reversals}
+
+
+def _reversed(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    return ply | {"distinctions": [[f, lacks, has] for f, has, lacks in ply["distinctions"]]}
+
+
+def _every_factor_claimed(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    precedent = _PRECEDENT[index]
+    extra = [[f, "c1", precedent] for f in factors.get("c1", ())]
+    return ply | {"analogies": ply["analogies"] + [c for c in extra if c not in ply["analogies"]]}
+
+
+def _never_abstains(index: int, factors: dict, winners: dict, rng: random.Random) -> dict:
+    ply = prompt_teacher_plies(factors, winners)[index]
     return _analogy(index, factors) if ply["abstain"] else ply
 
 
-def _abstains_on_the_rebuttal(index: int, ply: dict, factors: dict, winners: dict) -> dict:
-    return _abstention() if index == 2 else ply
+def _abstains_on_the_rebuttal(index: int, factors: dict, winners: dict, rng: random.Random) -> dict:
+    return _abstention() if index == 2 else prompt_teacher_plies(factors, winners)[index]
 
 
 def _other_side(index: int, ply: dict, factors: dict, winners: dict) -> dict:
-    if ply["abstain"]:
-        return ply
     precedent = _PRECEDENT[index]
-    other = [f for f in factors.get("c1", ()) + factors.get(precedent, ())
-             if f not in _own_side(index, [f])]  # fmt: skip
-    cited = {
-        case: [f for f in factors.get(case, ()) if f in other] if case in ("c1", precedent) else []
-        for case in CASES
-    }
-    return {"argument": _said(cited) or ARGUMENT, "abstain": False, "factors": cited}
+    shared = [f for f in factors.get("c1", ()) if f in factors.get(precedent, ())]
+    other = [f for f in shared if f not in _own_side(index, [f])]
+    return _ply(False, [[f, "c1", precedent] for f in other])
 
 
 def _never_compares(index: int, factors: dict, winners: dict, rng: random.Random) -> dict:
     precedent = _PRECEDENT[index]
-    cited = {
-        case: _own_side(index, list(factors.get(case, ()))) if case in ("c1", precedent) else []
-        for case in CASES
-    }
-    return {"argument": _said(cited) or ARGUMENT, "abstain": False, "factors": cited}
+    return _ply(False, [[f, "c1", precedent] for f in _own_side(index, factors.get("c1", []))])
 
 
 def _copy_previous(task: Task, rng: random.Random) -> Teacher:
-    """The last ply the message shows, verbatim (as JSON); the first ply by the shared rule."""
+    """The last ply the message shows, its prose verbatim as this ply's prose, abstaining when it
+    says TERMINATE; the first ply by the shared rule."""
     first = _ruled(_rule, "shared")(task, rng)
 
     def respond(role: str, messages: Messages) -> str:
@@ -291,42 +310,41 @@ def _copy_previous(task: Task, rng: random.Random) -> Teacher:
         earlier = _EARLIER_PLY.findall(prompt)
         if role in REVIEWS or role == "single" or not earlier:
             return first(role, messages)
-        ply = {"argument": earlier[-1], "abstain": "TERMINATE" in earlier[-1]}
-        factors, _ = read_cases(prompt)
-        named = set(_FACTOR_ID.findall(earlier[-1]))
-        ply["factors"] = {case: [f for f in factors.get(case, ()) if f in named] for case in CASES}
-        return json.dumps(ply)
+        return json.dumps(_ply("TERMINATE" in earlier[-1], text=earlier[-1]))
 
     return respond
 
 
 def argument_policies() -> dict[str, PolicyFactory]:
-    """Abstain always (citing nothing, or every factor), argue always (citing every factor of
-    each case, or none), and the prompt-reading rules of the module docstring."""
+    """Abstain always (claiming nothing, or every factor), argue always (claiming every factor,
+    or nothing), and the prompt-reading rules of the module docstring."""
     return {
         **generic_policies(),
-        "always_abstain": _plies(abstain=True, cite_all=False),
-        "abstain_citing_every_factor": _plies(abstain=True, cite_all=True),
-        "cite_every_factor": _plies(abstain=False, cite_all=True),
-        "never_abstain_uncited": _plies(abstain=False, cite_all=False),
-        "always_argue_naming_every_factor": _ruled(lambda *_: True, "every"),
-        "cato_ids_only": _cato(_ids_only),
-        "cato_denied": _cato(_denied),
+        "always_abstain": _plies(abstain=True, claim_all=False),
+        "abstain_claiming_every_factor": _plies(abstain=True, claim_all=True),
+        "claim_every_factor": _plies(abstain=False, claim_all=True),
+        "never_abstain_claiming_nothing": _plies(abstain=False, claim_all=False),
+        "always_argue_claiming_everything": _ruled(lambda *_: True, "every"),
         "cato_analogies_only": _cato(_analogies_only),
-        "cato_never_abstains": _cato(_never_abstains),
-        "cato_abstains_on_the_rebuttal": _cato(_abstains_on_the_rebuttal),
-        "cato_decisions_citing_the_other_side": _cato(_other_side),
+        "cato_skips_the_defendants_distinction": _cato(_skips_distinction(1)),
+        "cato_skips_the_rebuttals_distinction": _cato(_skips_distinction(2)),
+        "cato_distinguishes_by_the_precedent_only": _cato(_precedent_only),
+        "cato_asserted_and_denied": _cato(_asserted_and_denied),
+        "cato_reversed_distinctions": _cato(_reversed),
+        "cato_with_every_factor_claimed": _cato(_every_factor_claimed),
+        "cato_never_abstains": _from_prompt(_never_abstains),
+        "cato_abstains_on_the_rebuttal": _from_prompt(_abstains_on_the_rebuttal),
+        "cato_decisions_claiming_the_other_side": _cato(_other_side),
         "never_compares": _from_prompt(_never_compares),
         "outcome_only_never_compares": _from_prompt(
             lambda i, f, w, rng: (
                 _never_compares(i, f, w, rng) if _outcome_only(i, f, w, rng) else _abstention()
             )
         ),
-        "rule_fixed_sentence_every_factor": _ruled(_rule, "fixed"),
-        "rule_naming_every_factor": _ruled(_rule, "every"),
-        "rule_naming_shared_factors": _ruled(_rule, "shared"),
-        "outcome_only_naming_every_factor": _ruled(_outcome_only, "every"),
-        "outcome_only_naming_shared_factors": _ruled(_outcome_only, "shared"),
-        "random_decision_naming_shared_factors": _ruled(_random, "shared"),
+        "rule_claiming_everything": _ruled(_rule, "every"),
+        "rule_claiming_shared_factors": _ruled(_rule, "shared"),
+        "outcome_only_claiming_everything": _ruled(_outcome_only, "every"),
+        "outcome_only_claiming_shared_factors": _ruled(_outcome_only, "shared"),
+        "random_decision_claiming_shared_factors": _ruled(_random, "shared"),
         "copy_previous_ply": _copy_previous,
     }

@@ -36,7 +36,7 @@ from typing import Any
 
 from lexrl.envs.argument.degenerate import argument_policies
 from lexrl.envs.argument.factors import FACTORS, factor_number
-from lexrl.envs.argument.grounding import argument_quality, as_text_says
+from lexrl.envs.argument.grounding import argument_quality
 from lexrl.envs.argument.metrics import (
     AUTHORS_METRICS,
     argument_table,
@@ -55,6 +55,7 @@ from lexrl.envs.argument.parsing import (
 )
 from lexrl.envs.argument.reward import (
     COMPONENTS,
+    has_every_distinction,
     ply_components,
     right_decision,
     task_score,
@@ -120,10 +121,11 @@ TEXT_VARIANTS = (
     "authors_successful_abstention",
 )
 """The paper's metrics that read the cited factors, computed a second time (`<name>_text`) from
-the factors each ply's text says of each case (`grounding.as_text_says`), as the paper's
-extractor reads them from the prose (sec. 4.4), beside the ones from the JSON lists."""
+the factors the paper's distiller reads in each ply's prose (`extract_factors: llm`, sec. 4.4),
+beside the ones from the claims. Without a distiller the prose is unscored and they are absent."""
 METRICS = (
     "task_score",
+    "task_score_with_distinctions",
     "argument_quality",
     *DECISION_METRICS,
     *ARGUE_METRICS,
@@ -508,16 +510,15 @@ class ArgumentEnv(Env):
         scenario = self.scenario(task)
         plies = [r.final for r in records]
         components = triple_components(scenario, plies)
-        scored = plies
+        metrics = {k: v for k, v in asdict(score_triple(scenario, plies)).items() if k in METRICS}
         if self.config.extract_factors == "llm":
-            scored = await self._extracted(policy, plies)
-            if scored is None:
+            distilled = await self._extracted(policy, plies)
+            if distilled is None:
                 trajectory = policy.finish({"plies": [asdict(p) for p in plies]}, {})
                 trajectory.failed = "factor extractor failed"
                 return trajectory
-        metrics = {k: v for k, v in asdict(score_triple(scenario, scored)).items() if k in METRICS}
-        said = asdict(score_triple(scenario, [as_text_says(ply) for ply in plies]))
-        metrics.update({f"{name}_text": said[name] for name in TEXT_VARIANTS})
+            said = asdict(score_triple(scenario, distilled))
+            metrics.update({f"{name}_text": said[name] for name in TEXT_VARIANTS})
         metrics.update(decision_metrics(scenario, plies))
         if self.config.workflow == "RMA":
             metrics["revisions"] = float(sum(r.revision is not None for r in records))
@@ -570,7 +571,7 @@ class ArgumentEnv(Env):
             if call.score is None:
                 return None
             factors = {case: tuple(call.score[case]) for case in CASES}
-            out.append(ParsedPly(ply.argument, ply.abstain, factors, ply.valid, ply.error))
+            out.append(ParsedPly(ply.argument, ply.abstain, factors, ply.valid, ply.error, None))
         return out
 
     # -- teacher and report ----------------------------------------------------------------
@@ -634,8 +635,12 @@ class ArgumentEnv(Env):
 
 
 def decision_metrics(scenario: Scenario, plies: list[ParsedPly]) -> dict[str, float]:
-    """`task_score`, `right_decision`, `right_decision_<kind>`, `argues_<kind>` and, where a
-    ply can be argued, `argument_quality` (the mean over those plies) of one triple."""
+    """`task_score`, `right_decision`, `right_decision_<kind>`, `argues_<kind>`; where a ply can
+    be argued, `argument_quality` (the mean over those plies); and on a triple whose defendant
+    and rebuttal each have a distinction to make, `task_score_with_distinctions` (its
+    `task_score` again: the mean over those triples separates the teacher from a policy that
+    skips one ply's distinction, which the overall mean dilutes with the triples that have
+    none)."""
     right = sum(right_decision(scenario, i, ply) for i, ply in enumerate(plies)) / len(plies)
     metrics = {
         "task_score": task_score(scenario, plies),
@@ -643,6 +648,8 @@ def decision_metrics(scenario: Scenario, plies: list[ParsedPly]) -> dict[str, fl
         f"right_decision_{scenario.kind}": right,
         f"argues_{scenario.kind}": sum(not ply.abstain for ply in plies) / len(plies),
     }
+    if has_every_distinction(scenario):
+        metrics["task_score_with_distinctions"] = metrics["task_score"]
     arguable = [i for i, owed in enumerate(expected_abstentions(scenario)) if not owed]
     if arguable:
         metrics["argument_quality"] = sum(

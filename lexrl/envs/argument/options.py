@@ -133,24 +133,26 @@ class ArgumentEnvConfig(EnvConfig):
     """Sampling temperature of every agent (the paper's sec. 4.1 does not give one for training;
     evaluation runs use `eval.greedy` for the paper's deterministic setting)."""
     abstention_weight: float = 2.0
-    """Reward weight of the share of plies that must abstain and do, fabricating nothing (0 on
-    an arguable triple): a triple whose plies must all abstain is worth half an argued one, so a
-    policy that decides every ply rightly but cites nothing relevant earns half of the teacher's
-    reward (Zhang and Ashley 2025, sec. 1: abstaining is half of the task, arguing the other
-    half). Every other component of a ply is gated on its decision
-    (`lexrl.envs.argument.reward`)."""
+    """Reward weight of the share of plies that must abstain and do, claiming nothing false (0
+    on an arguable triple): a triple whose plies must all abstain is worth one part of an argued
+    one (`utilisation_weight`), so a policy that decides every ply rightly but argues nothing
+    relevant earns about a third of the teacher's reward on the paper's held-out triples, two
+    thirds of which must abstain (Zhang and Ashley 2025, sec. 1 and 4.2). Every other component
+    of a ply is gated on its decision (`lexrl.envs.argument.reward`)."""
     hallucination_weight: float = 0.25
     """Reward weight of hallucination accuracy, max(0, 1 - N_h / N_gt) (Zhang and Ashley 2025, eq. 1-2), over
     the plies that argue rightly only: an abstention claims nothing, so it earns no credit for
     fabricating nothing. Small for the same reason: citing only listed factors is free to a
     rule, and `utilisation` already counts a fabricated citation against the ply."""
-    utilisation_weight: float = 4.0
-    """Reward weight of the argument's quality: the least `grounding.argument_quality` over the
-    plies that can be argued (each ply's worst part, analogy or distinction, minus its citations
-    outside the CATO argument: the side-aware form of Rec_U, Zhang and Ashley 2025, eq. 3-4 with
-    the analogies and distinctions of sec. 3.1 and 4.1). The largest weight: a 3-ply argument
-    is one argument, and a rule that makes only the analogies, or abstains on the rebuttal,
-    leaves it unfinished (`lexrl audit`, docs/envs/argument.md)."""
+    utilisation_weight: float = 2.0
+    """Reward weight, per part of the triple's argument, of the argument's quality: the least
+    `grounding.argument_quality` over the plies that can be argued (each ply's worst part,
+    analogy or distinction, minus its claims outside the CATO argument: the side-aware form of
+    Rec_U, Zhang and Ashley 2025, eq. 3-4 with the analogies and distinctions of sec. 3.1 and
+    4.1) times the number of parts (3 to 5). A 3-ply argument is one argument: a rule that
+    makes only the analogies, skips one ply's distinction or abstains on the rebuttal leaves it
+    unfinished, and loses most on the triples with the most to argue (`lexrl audit`,
+    docs/envs/argument.md)."""
     format_weight: float = 0.05
     """Reward weight of format validity: the share of plies that are the JSON asked for and
     decided rightly (valid JSON with the wrong decision earns nothing)."""

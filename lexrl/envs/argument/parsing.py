@@ -1,10 +1,16 @@
 """Parsers of the argument task's model replies; none of them raises on any string.
 
-A ply comes back as JSON, the factors it cites listed per case so that hallucination and
-utilisation are counted by id instead of by the extractor LLM of Zhang and Ashley 2025
-(arXiv:2506.02992, sec. 4.4):
+A ply comes back as JSON: its decision, its argument as claims that can be checked exactly
+against the cases, and its prose for people (which no reward reads):
 
-    {"argument": "...", "abstain": false, "factors": {"c1": ["F4"], "c2": ["F4"], "c3": []}}
+    {"abstain": false, "analogies": [["F4", "c1", "c2"]], "distinctions": [["F2", "c2", "c1"]],
+     "argument": "Like c2, c1 has F4. c2 has F2, which c1 lacks."}
+
+An analogy names a factor and the two cases that share it; a distinction names a factor, the
+case that has it and the case that lacks it. The factors a ply cites per case, which the paper's
+metrics count (Zhang and Ashley 2025, arXiv:2506.02992, sec. 4.4, where an extractor LLM reads
+them from prose), follow from the claims: an analogy cites its factor for both cases, a
+distinction for the case that has it.
 
 The single agent (SA, SA-EP) writes `{"plaintiff": <ply>, "defendant": <ply>, "rebuttal": <ply>}`.
 The RMA factor analyst ends with a label (VALID_ARGUMENT / REQUIRES_CORRECTION /
@@ -30,18 +36,77 @@ _LABEL = re.compile(r"\b(VALID_ARGUMENT|REQUIRES_CORRECTION|REQUIRES_ABSTENTION|
 _REVISE = re.compile(r"^[\s*#>_-]*REVISE\s*:[\s*_]*(yes|no)\b.*$", re.IGNORECASE | re.MULTILINE)
 
 
+CASE_NAMES = {
+    "c1": "c1",
+    "input case": "c1",
+    "input_case": "c1",
+    "current case": "c1",
+    "c2": "c2",
+    "tsc1": "c2",
+    "c3": "c3",
+    "tsc2": "c3",
+}
+"""Case names as lexrl's prompts write them (c1, c2, c3) and as the authors' code and distiller
+do ("Input Case", "TSC1", "TSC2"; Zhang and Ashley 2025, Appendix A), lower-cased."""
+
+
+def normalise_case(name: object) -> str | None:
+    """ "c1", "c2" or "c3" for a case name in either naming, any case; None for anything else."""
+    if not isinstance(name, str):
+        return None
+    return CASE_NAMES.get(" ".join(name.strip().lower().split()))
+
+
+@dataclass(frozen=True, order=True)
+class Claim:
+    """One checkable statement of a ply: `analogy` (both `cases` have `factor`; the two cases
+    sorted, so "c2 and c1" is "c1 and c2") or `distinction` (`cases[0]` has it, `cases[1]` lacks
+    it)."""
+
+    kind: str
+    factor: str
+    cases: tuple[str, str]
+
+    def __str__(self) -> str:
+        if self.kind == "analogy":
+            return f"{self.factor} shared by {self.cases[0]} and {self.cases[1]}"
+        return f"{self.factor} in {self.cases[0]}, not in {self.cases[1]}"
+
+
+def analogy(factor: str, a: str, b: str) -> Claim:
+    return Claim("analogy", factor, tuple(sorted((a, b))))
+
+
+def distinction(factor: str, has: str, lacks: str) -> Claim:
+    return Claim("distinction", factor, (has, lacks))
+
+
+def claimed_factors(claims: tuple[Claim, ...]) -> dict[str, tuple[str, ...]]:
+    """Case -> the factor ids the claims cite for it (an analogy for both cases, a distinction
+    for the case that has the factor), sorted by number, without repeats."""
+    cited: dict[str, set[str]] = {case: set() for case in CASES}
+    for claim in claims:
+        for case in claim.cases if claim.kind == "analogy" else claim.cases[:1]:
+            cited[case].add(claim.factor)
+    return {case: tuple(sorted(ids, key=factor_number)) for case, ids in cited.items()}
+
+
 @dataclass(frozen=True)
 class ParsedPly:
     argument: str
     abstain: bool
     factors: dict[str, tuple[str, ...]] = field(default_factory=lambda: {c: () for c in CASES})
     """Case ("c1", "c2", "c3", always all three) -> cited factor ids, normalised, sorted by
-    number, without repeats. Ids outside the factor list ("F99") are kept for the metrics."""
+    number, without repeats: `claimed_factors(claims)`, or what a distiller read from the prose
+    (then `claims` is None). Ids outside the factor list ("F99") are kept for the metrics."""
     valid: bool = False
-    """The ply was a JSON object with `argument` (string), `abstain` (bool or "true"/"false"),
-    `factors` (object with c1, c2, c3, each a list of strings)."""
+    """The ply was a JSON object with `abstain` (bool or "true"/"false"), `analogies` and
+    `distinctions` (lists of [factor id, case, case]) and `argument` (string)."""
     error: str | None = None
-    """What was wrong or dropped; may be set on a valid ply (an entry that is no factor id)."""
+    """What was wrong or dropped; may be set on a valid ply (a repeated claim)."""
+    claims: tuple[Claim, ...] | None = ()
+    """The ply's analogies and distinctions, sorted, without repeats; None for a ply whose
+    citations a distiller read from its prose (`factors` only: no claim to check)."""
 
 
 @dataclass(frozen=True)
@@ -89,26 +154,53 @@ def _abstain_flag(value: object) -> bool | None:
 
 
 def _factor_lists(value: object, problems: list[str]) -> tuple[dict[str, tuple[str, ...]], bool]:
-    """(case -> cited ids, whether `value` had the schema's shape); notes go to `problems`."""
+    """(case -> cited ids, whether `value` had the shape {case: [factor, ...]} for the three
+    cases, named either way (`CASE_NAMES`)); notes go to `problems`."""
     if not isinstance(value, dict):
-        problems.append("`factors` is not an object with c1, c2, c3")
+        problems.append("not an object with c1, c2, c3")
         return {c: () for c in CASES}, False
+    by_case = {normalise_case(key): items for key, items in value.items()}
     factors, well_typed = {}, True
     for case in CASES:
-        items = value.get(case)
+        items = by_case.get(case)
         if not isinstance(items, list):
-            problems.append(f"`factors.{case}` is missing or not a list")
+            problems.append(f"`{case}` is missing or not a list")
             well_typed, items = False, []
         ids = set()
         for item in items:
             factor_id = normalise_factor_id(item) if isinstance(item, str) else None
             if factor_id is None:
-                problems.append(f"`factors.{case}` entry {item!r} is no factor id, dropped")
+                problems.append(f"`{case}` entry {item!r} is no factor id, dropped")
                 well_typed = well_typed and isinstance(item, str)
             else:
                 ids.add(factor_id)
         factors[case] = tuple(sorted(ids, key=factor_number))
     return factors, well_typed
+
+
+def _claims(value: dict, problems: list[str]) -> tuple[tuple[Claim, ...], bool]:
+    """The `analogies` and `distinctions` of a ply object, and whether both had the schema's
+    shape; an entry that is no [factor id, case, case] of two different cases is dropped."""
+    claims, well_typed = set(), True
+    for key, make in (("analogies", analogy), ("distinctions", distinction)):
+        items = value.get(key)
+        if not isinstance(items, list):
+            problems.append(f"`{key}` is missing or not a list")
+            well_typed = False
+            continue
+        for item in items:
+            if not (isinstance(item, list) and len(item) == 3):
+                problems.append(f"`{key}` entry {item!r} is not [factor, case, case], dropped")
+                well_typed = False
+                continue
+            factor = normalise_factor_id(item[0]) if isinstance(item[0], str) else None
+            first, second = normalise_case(item[1]), normalise_case(item[2])
+            if factor is None or first is None or second is None or first == second:
+                problems.append(f"`{key}` entry {item!r} names no factor and two cases, dropped")
+                well_typed = False
+                continue
+            claims.add(make(factor, first, second))
+    return tuple(sorted(claims)), well_typed
 
 
 def _ply(value: object, what: str) -> ParsedPly:
@@ -131,14 +223,15 @@ def _ply(value: object, what: str) -> ParsedPly:
     abstain = _abstain_flag(value.get("abstain"))
     if abstain is None:
         problems.append("`abstain` is missing or not true/false")
-    factors, factors_typed = _factor_lists(value.get("factors"), problems)
+    claims, claims_typed = _claims(value, problems)
     return ParsedPly(
         argument=argument,
         # Without a usable flag, a TERMINATE in the argument is still an abstention.
         abstain=abstain if abstain is not None else bool(_TERMINATE.search(argument)),
-        factors=factors,
-        valid=argument_typed and abstain is not None and factors_typed,
+        factors=claimed_factors(claims),
+        valid=argument_typed and abstain is not None and claims_typed,
         error="; ".join(f"{what}: {p}" for p in problems) or None,
+        claims=claims,
     )
 
 
@@ -153,8 +246,10 @@ def _no_json(text: str, what: str) -> ParsedPly:
 
 
 def parse_factor_lists(text: str) -> tuple[dict[str, tuple[str, ...]], str | None]:
-    """The factor extractor's `{"c1": [...], "c2": [...], "c3": [...]}` (the last JSON object
-    in `text`), ids normalised; the error is None when the object had that shape."""
+    """The factor distiller's `{"c1": [...], "c2": [...], "c3": [...]}` (the last JSON object
+    in `text`; the cases may be named "Input Case", "TSC1", "TSC2"; an entry may be the
+    authors' "F4 Agreed-not-to-disclose (P)"), ids normalised; the error is None when the
+    object had that shape."""
     problems: list[str] = []
     factors, well_typed = _factor_lists(last_json_object(text), problems)
     return factors, None if well_typed else "; ".join(problems)

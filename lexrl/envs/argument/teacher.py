@@ -5,8 +5,9 @@ excepted: a CATO argument cites the factors that favour its side, not every fact
 it a reference for the parsers and metrics and a source of demonstrations.
 
 The plies follow the HYPO / CATO 3-ply pattern (Zhang and Ashley 2025, "Mitigating Manipulation
-and Enhancing Persuasion", arXiv:2506.02992, sec. 3.1 and 4.1) and cite exactly
-`grounding.relevant_citations`, naming each cited factor by id in their text:
+and Enhancing Persuasion", arXiv:2506.02992, sec. 3.1 and 4.1) and claim exactly
+`grounding.relevant_claims`; their prose is one sentence naming the ply's moves, since the claims
+carry the argument and the reply must fit the demo's token cap:
 - plaintiff: analogise c1 to c2 on their shared pro-plaintiff factors;
 - defendant: distinguish c2 (its pro-plaintiff factors c1 lacks, c1's pro-defendant factors c2
   lacks), then cite c3 on their shared pro-defendant factors;
@@ -23,15 +24,11 @@ import json
 from collections.abc import Iterable
 
 from lexrl.envs.argument.factors import FACTORS, factor_number
-from lexrl.envs.argument.grounding import Citation, citation_parts, relevant_citations
-from lexrl.envs.argument.parsing import ParsedPly
-from lexrl.envs.argument.scenarios import CASES, PLIES, Scenario, expected_abstentions
+from lexrl.envs.argument.grounding import citation_parts, fabrications
+from lexrl.envs.argument.parsing import Claim, ParsedPly
+from lexrl.envs.argument.scenarios import PLIES, Scenario, expected_abstentions
 
 _SIDE = {"P": "plaintiff", "D": "defendant"}
-
-
-def _ids(citations: set[Citation], case: str) -> list[str]:
-    return sorted({f for c, f in citations if c == case}, key=factor_number)
 
 
 def _listed(ids: Iterable[str]) -> str:
@@ -39,9 +36,15 @@ def _listed(ids: Iterable[str]) -> str:
     return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
 
 
-def _citation(citations: set[Citation]) -> dict[str, list[str]]:
-    """The ply's `factors` object: every case present, ids sorted by number."""
-    return {case: _ids(citations, case) for case in CASES}
+def _ply(claims: Iterable[Claim], text: str) -> dict:
+    """The ply's JSON object: decision, claims (sorted, as [factor, case, case]), prose."""
+    claims = sorted(claims, key=lambda c: (factor_number(c.factor), c.cases))
+    return {
+        "abstain": False,
+        "analogies": [[c.factor, *c.cases] for c in claims if c.kind == "analogy"],
+        "distinctions": [[c.factor, *c.cases] for c in claims if c.kind == "distinction"],
+        "argument": text,
+    }
 
 
 def _abstention_reason(s: Scenario, side: str) -> str:
@@ -56,49 +59,36 @@ def _abstention_reason(s: Scenario, side: str) -> str:
 
 
 def _termination(reason: str) -> dict:
-    return {"argument": f"TERMINATE: {reason}.", "abstain": True, "factors": _citation(set())}
+    return {
+        "abstain": True,
+        "analogies": [],
+        "distinctions": [],
+        "argument": f"TERMINATE: {reason}.",
+    }
 
 
-def _part(s: Scenario, index: int, kind: str) -> set[Citation]:
-    return {c for part in citation_parts(s, index) if part.kind == kind for c in part.citations}
-
-
-def _distinguished(citations: set[Citation], precedent: str) -> str:
-    """ "c2 is distinguishable: c2 has F2, which c1 lacks; c1 has F5, which c2 lacks. " (the
-    parts that exist)"""
-    parts = []
-    if _ids(citations, precedent):
-        parts.append(f"{precedent} has {_listed(_ids(citations, precedent))}, which c1 lacks")
-    if _ids(citations, "c1"):
-        parts.append(f"c1 has {_listed(_ids(citations, 'c1'))}, which {precedent} lacks")
-    return f"{precedent} is distinguishable: {'; '.join(parts)}. " if parts else ""
+def _part(s: Scenario, index: int, kind: str) -> list[Claim]:
+    return [c for part in citation_parts(s, index) if part.kind == kind for c in part.claims]
 
 
 def _plaintiff(s: Scenario) -> dict:
-    cited = relevant_citations(s, 0)
-    text = (
-        f"Like c2, won by the plaintiff, c1 has {_listed(_ids(cited, 'c2'))}, "
-        "so c1 should be decided for the plaintiff."
-    )
-    return {"argument": text, "abstain": False, "factors": _citation(cited)}
+    return _ply(_part(s, 0, "analogy"), "Like c2, c1 should be decided for the plaintiff.")
 
 
 def _defendant(s: Scenario) -> dict:
-    text = (
-        f"{_distinguished(_part(s, 1, 'distinction'), 'c2')}Like c3, won by the defendant, c1 "
-        f"has {_listed(_ids(_part(s, 1, 'analogy'), 'c3'))}, so c1 should be decided for the "
-        "defendant."
-    )
-    return {"argument": text, "abstain": False, "factors": _citation(relevant_citations(s, 1))}
+    distinctions = _part(s, 1, "distinction")
+    text = "Like c3, c1 should be decided for the defendant."
+    if distinctions:
+        text = f"c2 is distinguishable. {text}"
+    return _ply(distinctions + _part(s, 1, "analogy"), text)
 
 
 def _rebuttal(s: Scenario) -> dict:
-    analogy = _ids(_part(s, 2, "analogy"), "c2")
-    text = (
-        f"{_distinguished(_part(s, 2, 'distinction'), 'c3')}The analogy of c1 to c2 on "
-        f"{_listed(analogy)} stands."
-    )
-    return {"argument": text, "abstain": False, "factors": _citation(relevant_citations(s, 2))}
+    distinctions = _part(s, 2, "distinction")
+    text = "The analogy to c2 stands."
+    if distinctions:
+        text = f"c3 is distinguishable. {text}"
+    return _ply(distinctions + _part(s, 2, "analogy"), text)
 
 
 def teacher_plies(scenario: Scenario) -> tuple[dict, dict, dict]:
@@ -150,21 +140,12 @@ def checklist(s: Scenario, index: int) -> str:
 
 def teacher_text(ply: dict) -> str:
     """A ply as the model's reply: its JSON."""
-    return json.dumps(ply)
+    return json.dumps(ply, separators=(",", ":"))
 
 
 def teacher_triple_text(plies: tuple[dict, dict, dict]) -> str:
     """The single agent's reply: `{"plaintiff": ..., "defendant": ..., "rebuttal": ...}`."""
     return json.dumps(dict(zip(PLIES, plies, strict=True)))
-
-
-def _fabrications(scenario: Scenario, draft: ParsedPly) -> list[str]:
-    return [
-        f"{f} for {case}"
-        for case in CASES
-        for f in draft.factors[case]
-        if f not in scenario.case(case)
-    ]
 
 
 def correct_verdict(scenario: Scenario, ply_index: int, draft: ParsedPly) -> tuple[str, str]:
@@ -175,11 +156,11 @@ def correct_verdict(scenario: Scenario, ply_index: int, draft: ParsedPly) -> tup
     if must_abstain and not draft.abstain:
         reason = _abstention_reason(scenario, side)
         return "REQUIRES_ABSTENTION", f"The {PLIES[ply_index]} ply cannot be grounded: {reason}."
-    fabricated = _fabrications(scenario, draft)
+    fabricated = fabrications(scenario, draft)
     if fabricated:
         return (
             "REQUIRES_CORRECTION",
-            f"The draft cites factors the cases do not have: {', '.join(fabricated)}.",
+            f"The draft claims what the cases do not bear out: {', '.join(fabricated)}.",
         )
     if not draft.valid:
         return (
@@ -194,8 +175,8 @@ def correct_verdict(scenario: Scenario, ply_index: int, draft: ParsedPly) -> tup
             "factors and the precedent's outcome.",
         )
     if draft.abstain:
-        return "VALID_ARGUMENT", "The draft rightly abstains and attributes no factor wrongly."
-    return "VALID_ARGUMENT", "Every cited factor is in the case it is cited for."
+        return "VALID_ARGUMENT", "The draft rightly abstains and claims nothing false."
+    return "VALID_ARGUMENT", "Every claim of the draft is borne out by the cases."
 
 
 def teacher_verdict(scenario: Scenario, ply_index: int, parsed_draft: ParsedPly) -> str:
