@@ -1,6 +1,5 @@
-"""What a ply should cite (the CATO analogies and distinctions of its side) and what its text
-argues (factors named by id or name): `lexrl.envs.argument.grounding`, and the reward and the
-degenerate rules built on it."""
+"""What a ply should claim (the CATO analogies and distinctions of its side) and how its claims
+are checked against the cases: `lexrl.envs.argument.grounding`, and the reward built on it."""
 
 import json
 import random
@@ -11,96 +10,356 @@ from lexrl.envs.argument.degenerate import argument_policies, read_cases
 from lexrl.envs.argument.env import ArgumentEnv, render_cases, to_task
 from lexrl.envs.argument.factors import FACTORS
 from lexrl.envs.argument.grounding import (
-    argued_citations,
+    Part,
+    argues_grounded,
     argument_quality,
-    as_text_says,
-    named_factors,
+    citation_parts,
+    citation_quality,
+    claim_is_true,
+    fabrications,
     relevant_citations,
-    text_citations,
-    text_denials,
+    relevant_claims,
 )
 from lexrl.envs.argument.options import ArgumentEnvConfig
-from lexrl.envs.argument.parsing import ParsedPly, parse_ply
-from lexrl.envs.argument.reward import ply_components, right_decision, triple_components
-from lexrl.envs.argument.scenarios import TABLE_1, generate_scenario
+from lexrl.envs.argument.parsing import ParsedPly, analogy, distinction, parse_ply
+from lexrl.envs.argument.reward import (
+    ply_components,
+    right_decision,
+    task_score,
+    triple_components,
+    weighted,
+)
+from lexrl.envs.argument.scenarios import KINDS, TABLE_1, Scenario, generate_scenario
+from lexrl.envs.argument.teacher import teacher_plies, teacher_text
 from lexrl.errors import ConfigError
 from tests.env_options import load_env
 
 # Table 1: c1 = F4 (P), F5 (D), F23 (D); c2, won by the plaintiff = F2 (P), F4 (P), F16 (D);
 # c3, won by the defendant = F2 (P), F5 (D), F12 (P).
+TEACHER = teacher_plies(TABLE_1)
+WEIGHTS = ArgumentEnv(ArgumentEnvConfig()).weights
+# The env's default weights: abstention 2, hallucination 0.25, utilisation 2 a part, format
+# 0.05, over-abstention 0, failed abstention -2. The teacher's Table 1 triple: 5 parts of
+# quality 1, nothing fabricated, every ply valid: 2 * 5 + 0.25 + 0.05.
+TEACHER_REWARD = 10.30
 
 
-def ply(argument, abstain=False, **cases):
-    factors = {case: tuple(cases.get(case, ())) for case in ("c1", "c2", "c3")}
-    return ParsedPly(argument, abstain, factors, valid=True)
+def parsed(ply: dict) -> ParsedPly:
+    return parse_ply(teacher_text(ply))
 
 
-def test_named_factors_reads_ids_and_cato_names():
-    text = "c1 has f 4 and F05; like c2 it shows agreed not-to-disclose, and Security-measures."
-    assert named_factors(text) == {"F4", "F5", "F6"}
-    assert named_factors("F99 is cited, F4x is not a factor id") == {"F99"}
-    assert named_factors("The cases share relevant factors.") == set()
+def reward(scenario: Scenario, plies) -> float:
+    return sum(weighted(triple_components(scenario, plies), WEIGHTS).values())
 
 
-def test_relevant_citations_follow_the_sides_on_table_1():
-    assert relevant_citations(TABLE_1, 0) == {("c1", "F4"), ("c2", "F4")}
-    # c2 distinguished by its pro-plaintiff F2 (not F16: it favours the defendant) and c1's
-    # pro-defendant F5, F23; c3 cited on the shared pro-defendant F5.
+def with_claims(index: int, analogies=(), distinctions=(), plies=TEACHER) -> list[ParsedPly]:
+    """The teacher's three plies, ply `index` with the claims added."""
+    changed = plies[index] | {
+        "analogies": plies[index]["analogies"] + [list(c) for c in analogies],
+        "distinctions": plies[index]["distinctions"] + [list(c) for c in distinctions],
+    }
+    return [parsed(changed if i == index else ply) for i, ply in enumerate(plies)]
+
+
+def test_citation_parts_follow_the_sides_on_table_1():
+    plaintiff, defendant, rebuttal = (citation_parts(TABLE_1, i) for i in range(3))
+    assert plaintiff == [Part("analogy", "c2", frozenset({analogy("F4", "c1", "c2")}))]
+    # c2 distinguished by its pro-plaintiff F2 that c1 lacks and by c1's pro-defendant F5, F23
+    # that c2 lacks (not F16: c2 has it and c1 lacks it, but it favours the defendant, so it
+    # does not explain c2's win for the plaintiff); c3 cited on the shared pro-defendant F5.
+    assert defendant == [
+        Part(
+            "distinction",
+            "c2",
+            frozenset(
+                {
+                    distinction("F2", "c2", "c1"),
+                    distinction("F5", "c1", "c2"),
+                    distinction("F23", "c1", "c2"),
+                }
+            ),
+        ),
+        Part("analogy", "c3", frozenset({analogy("F5", "c1", "c3")})),
+    ]
+    # c3 has no pro-defendant factor c1 lacks; c1's pro-plaintiff F4 is missing from c3. Not
+    # F2 or F12: they favour the plaintiff, who lost c3 with them.
+    assert rebuttal == [
+        Part("distinction", "c3", frozenset({distinction("F4", "c1", "c3")})),
+        Part("analogy", "c2", frozenset({analogy("F4", "c1", "c2")})),
+    ]
     assert relevant_citations(TABLE_1, 1) == {
         ("c2", "F2"),
         ("c1", "F5"),
         ("c1", "F23"),
         ("c3", "F5"),
     }
-    assert relevant_citations(TABLE_1, 2) == {("c1", "F4"), ("c2", "F4")}
     mismatched = generate_scenario("mismatched", 3, 5)
-    assert [relevant_citations(mismatched, i) for i in range(3)] == [set(), set(), set()]
+    assert [citation_parts(mismatched, i) for i in range(3)] == [[], [], []]
 
 
-def test_a_fixed_sentence_above_every_factor_earns_no_utilisation():
-    every = {case: TABLE_1.case(case) for case in ("c1", "c2", "c3")}
-    fixed = ply("The precedents support this side's position.", **every)
-    assert argued_citations(fixed) == set()
-    assert argument_quality(TABLE_1, 0, fixed) == 0.0
-    # Not grounded either: the decision to argue is wrong, so the ply earns nothing at all.
-    assert not right_decision(TABLE_1, 0, fixed)
-    assert ply_components(TABLE_1, 0, fixed) == dict.fromkeys(ply_components(TABLE_1, 0, fixed), 0)
-    listed = ply("Cited: F2, F4, F5, F12, F16, F23.", **every)
-    # Ids under no case are said of none of them: nothing is argued.
-    assert argued_citations(listed) == set()
-    named = ply("c1 has F4, F5 and F23; c2 has F2, F4 and F16; c3 has F2, F5 and F12.", **every)
-    # Said of their cases, every factor is argued: 2 citations right, 7 outside the analogy
-    # cancel them.
-    assert len(argued_citations(named)) == 9
-    assert argument_quality(TABLE_1, 0, named) == 0.0
+def test_a_claim_is_true_exactly_when_the_cases_bear_it_out():
+    assert claim_is_true(TABLE_1, analogy("F4", "c2", "c1"))
+    assert claim_is_true(TABLE_1, analogy("F2", "c2", "c3"))
+    assert not claim_is_true(TABLE_1, analogy("F2", "c1", "c2"))  # c1 lacks F2
+    assert not claim_is_true(TABLE_1, analogy("F99", "c1", "c2"))
+    assert claim_is_true(TABLE_1, distinction("F2", "c2", "c1"))
+    assert not claim_is_true(TABLE_1, distinction("F2", "c1", "c2"))  # the reverse
+    assert not claim_is_true(TABLE_1, distinction("F4", "c2", "c1"))  # both have F4
+    assert not claim_is_true(TABLE_1, distinction("F7", "c2", "c1"))  # neither has F7
+    ply = parsed(
+        TEACHER[0]
+        | {
+            "analogies": [["F2", "c1", "c2"], ["F4", "c1", "c2"]],
+            "distinctions": [["F4", "c2", "c1"]],
+        }
+    )
+    assert fabrications(TABLE_1, ply) == ["F2 shared by c1 and c2", "F4 in c2, not in c1"]
 
 
-def test_the_other_sides_shared_factor_costs_the_argument():
-    analogy = ply("Like c2, c1 has F4.", c1=["F4"], c2=["F4"])
-    assert argument_quality(TABLE_1, 0, analogy) == 1.0
-    # F16 is in c2 and favours the defendant: citing it for the plaintiff cancels one citation.
-    both = ply("Like c2, c1 has F4; c2 has F16.", c1=["F4"], c2=["F4", "F16"])
-    assert argument_quality(TABLE_1, 0, both) == pytest.approx((2 - 1) / 2)
-    # Named in the JSON only: F16 is not argued, so it neither counts nor costs.
-    listed_only = ply("Like c2, c1 has F4.", c1=["F4"], c2=["F4", "F16"])
-    assert argument_quality(TABLE_1, 0, listed_only) == 1.0
-    assert argument_quality(TABLE_1, 0, ply("TERMINATE: no.", abstain=True)) == 0.0
+def test_the_teachers_plies_are_quality_1_and_each_part_is_needed():
+    for kind in KINDS:
+        for seed in range(300):
+            scenario = generate_scenario(kind, 2 + seed % 7, seed)
+            for index, ply in enumerate(teacher_plies(scenario)):
+                parts = citation_parts(scenario, index)
+                assert argument_quality(scenario, index, parsed(ply)) == float(bool(parts))
+                for part in parts:
+                    # The ply without this part's claims: the worst part's recall is 0.
+                    kept = [c for c in parsed(ply).claims if c not in part.claims]
+                    skipped = ply | {
+                        "analogies": [[c.factor, *c.cases] for c in kept if c.kind == "analogy"],
+                        "distinctions": [
+                            [c.factor, *c.cases] for c in kept if c.kind == "distinction"
+                        ],
+                    }
+                    assert argument_quality(scenario, index, parsed(skipped)) == 0.0, scenario
 
 
-def test_the_teachers_triple_earns_full_utilisation_and_a_dump_earns_little():
+def test_half_a_part_is_half_the_quality():
+    # The defendant's distinction of c2 has 3 claims; without F23 its recall is 2/3, the
+    # analogy's 1: quality min(2/3, 1) = 2/3.
+    defendant = TEACHER[1] | {"distinctions": [["F2", "c2", "c1"], ["F5", "c1", "c2"]]}
+    assert argument_quality(TABLE_1, 1, parsed(defendant)) == pytest.approx(2 / 3)
+
+
+def test_the_teachers_triple_on_table_1_earns_the_reward_derived_by_hand():
+    plies = [parsed(ply) for ply in TEACHER]
+    assert triple_components(TABLE_1, plies) == {
+        "abstention": 0.0,
+        "hallucination": 1.0,
+        "utilisation": 5.0,
+        "format": 1.0,
+        "over_abstention": 0.0,
+        "failed_abstention": 0.0,
+    }
+    assert reward(TABLE_1, plies) == pytest.approx(TEACHER_REWARD)
+
+
+# Each false or contradictory claim added to one teacher ply of Table 1, with the ply's quality
+# and the triple's reward derived by hand. The defendant argues 4 claims, so one claim outside
+# them costs 1/4; the rebuttal argues 2 (1/2); the plaintiff 1, so one false claim cancels it.
+# Reward = 2 * quality * 5 parts + 0.25 * (1 - N_h / 9) + 0.05.
+COSTLY = [
+    # A false analogy: c3 has F12, c1 lacks it; F12 cited for c1 is one fabrication (N_h 1).
+    pytest.param(1, [("F12", "c1", "c3")], [], 0.75, 7.5 + 0.25 * 8 / 9 + 0.05, id="false_analogy"),
+    # A false distinction: c1 has F4 too; F4 cited for c2 is true, so N_h stays 0.
+    pytest.param(1, [], [("F4", "c2", "c1")], 0.75, 7.5 + 0.25 + 0.05, id="false_distinction"),
+    # F4 shared by c1 and c2, and F4 in c2 not in c1, asserted together.
+    pytest.param(2, [], [("F4", "c2", "c1")], 0.5, 5.0 + 0.25 + 0.05, id="analogy_and_denial"),
+    # A distinction beside its reverse: the reverse cites F2 for c1, which lacks it.
+    pytest.param(
+        1, [], [("F2", "c1", "c2")], 0.75, 7.5 + 0.25 * 8 / 9 + 0.05, id="distinction_and_reverse"
+    ),
+    # The plaintiff's false analogy: quality 1 - 1/1 = 0, the triple's utilisation 0.
+    pytest.param(
+        0, [("F2", "c1", "c2")], [], 0.0, 0.25 * 8 / 9 + 0.05, id="plaintiffs_false_analogy"
+    ),
+]
+
+
+@pytest.mark.parametrize(("index", "analogies", "distinctions", "quality", "expected"), COSTLY)
+def test_a_false_or_contradictory_claim_costs(index, analogies, distinctions, quality, expected):
+    plies = with_claims(index, analogies, distinctions)
+    assert fabrications(TABLE_1, plies[index])
+    assert argument_quality(TABLE_1, index, plies[index]) == pytest.approx(quality)
+    assert reward(TABLE_1, plies) == pytest.approx(expected)
+    assert reward(TABLE_1, plies) < TEACHER_REWARD
+    own = sum(weighted(ply_components(TABLE_1, index, plies[index]), WEIGHTS).values())
+    alone = sum(weighted(ply_components(TABLE_1, index, parsed(TEACHER[index])), WEIGHTS).values())
+    assert own < alone
+
+
+def _false_claims(s: Scenario, index: int) -> list[tuple[str, tuple, tuple]]:
+    """Claims of each costly kind about c1 and ply `index`'s precedent, where the cases allow."""
+    precedent = "c3" if index == 1 else "c2"
+    c1, other = set(s.c1), set(s.case(precedent))
+    found = []
+    for f in sorted(other - c1)[:1]:  # c1 lacks it: an analogy false, a distinction reversed
+        found += [("false_analogy", (f, "c1", precedent), None)]
+        found += [("reversed_distinction", None, (f, "c1", precedent))]
+    for f in sorted(c1 & other)[:1]:  # both have it: asserted and denied
+        found += [("asserted_and_denied", (f, "c1", precedent), (f, precedent, "c1"))]
+    return found
+
+
+def test_false_claims_cost_on_every_generated_arguable_triple():
+    checked = 0
+    for seed in range(200):
+        scenario = generate_scenario("arguable", 2 + seed % 7, seed)
+        plies = teacher_plies(scenario)
+        best = reward(scenario, [parsed(p) for p in plies])
+        for index in range(3):
+            for name, added, denied in _false_claims(scenario, index):
+                changed = with_claims(
+                    index, [added] if added else [], [denied] if denied else [], plies
+                )
+                assert argument_quality(scenario, index, changed[index]) < 1.0, (name, scenario)
+                assert reward(scenario, changed) < best, (name, scenario)
+                checked += 1
+    assert checked > 600
+
+
+# Scenario W: c1 and c3 share the pro-plaintiff F6, but c3 was won by the defendant.
+W = Scenario("w", "arguable", ("F4", "F5", "F6"), ("F4", "F16"), ("F5", "F6", "F12"), "P", "D", 3)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "claim"),
+    [
+        # Table 1: c1 and c3 truly share F5, but it is no analogy of c1 to the plaintiff's c2.
+        (TABLE_1, analogy("F5", "c1", "c3")),
+        # W: c1 and c3 share F6, pro-plaintiff, but c3 is the defendant's precedent.
+        (W, analogy("F6", "c1", "c3")),
+        # True claims between the precedents say nothing of c1.
+        (TABLE_1, analogy("F2", "c2", "c3")),
+        (TABLE_1, distinction("F16", "c2", "c3")),
+    ],
+)
+def test_a_true_claim_about_the_wrong_case_earns_nothing(scenario, claim):
+    assert claim_is_true(scenario, claim)
+    entry = [claim.factor, *claim.cases]
+    plies = teacher_plies(scenario)
+    key = "analogies" if claim.kind == "analogy" else "distinctions"
+    added = [parsed(plies[0] | {key: plies[0][key] + [entry]}), *map(parsed, plies[1:])]
+    assert reward(scenario, added) <= reward(scenario, [parsed(p) for p in plies])
+    assert argument_quality(scenario, 0, added[0]) < 1.0
+    # As the plaintiff's only claim it grounds nothing: the decision to argue is wrong.
+    only = parsed(
+        {"abstain": False, "analogies": [], "distinctions": [], "argument": ""} | {key: [entry]}
+    )
+    assert not argues_grounded(scenario, 0, only) and not right_decision(scenario, 0, only)
+    assert ply_components(scenario, 0, only) == dict.fromkeys(
+        ply_components(scenario, 0, only), 0.0
+    )
+
+
+PROSE = [
+    "",
+    "Like c2, c1 should be decided for the plaintiff.",
+    "c1 does not share F4 with c2, and c2 has no F2. None of this is true.",
+    "Unlike c2, c1 lacks every factor; c1 should be decided for the defendant.",
+    "TERMINATE",
+    "F1, F2, F3, F4, F5, F6, F7, F8, F10, F11, F12, F13, F14, F15, F16, F17, F18, F19, F20, F21.",
+]
+
+
+def _triples():
+    yield TABLE_1
+    for kind in KINDS:
+        for seed in range(20):
+            yield generate_scenario(kind, 2 + seed % 7, seed)
+
+
+def _skipping_distinctions(plies):
+    """The teacher's claims without the distinctions: a flawed triple whose reward is not 0."""
+    return tuple(p if p["abstain"] else p | {"distinctions": []} for p in plies)
+
+
+def test_the_reward_does_not_change_when_only_the_prose_does():
+    for scenario in _triples():
+        for plies in (teacher_plies(scenario), _skipping_distinctions(teacher_plies(scenario))):
+            scores = set()
+            for text in PROSE + [p["argument"] for p in plies]:
+                rewritten = [parsed(p | {"argument": text}) for p in plies]
+                scores.add(
+                    (
+                        tuple(sorted(triple_components(scenario, rewritten).items())),
+                        task_score(scenario, rewritten),
+                        tuple(
+                            tuple(sorted(ply_components(scenario, i, p).items()))
+                            for i, p in enumerate(rewritten)
+                        ),
+                    )
+                )
+            assert len(scores) == 1, scenario
+
+
+def test_over_claiming_every_factor_of_c1_gets_nothing():
+    # Every factor of c1 claimed as an analogy with both precedents, beside the teacher's
+    # claims: on top of each ply's argument, 5 claims outside it (F4, F5, F23 with c2 and c3,
+    # less the one the ply argues), against 1, 4 and 2 relevant: quality 1 - 5/1, 1 - 5/4,
+    # 1 - 5/2, clipped to 0.
+    every = [(f, "c1", precedent) for precedent in ("c2", "c3") for f in TABLE_1.c1]
+    for index in range(3):
+        plies = with_claims(index, every)
+        assert argument_quality(TABLE_1, index, plies[index]) == 0.0
+        assert triple_components(TABLE_1, plies)["utilisation"] == 0.0
+    # With its own precedent only: the plaintiff's F5 and F23 with c2 (2 false claims against
+    # 1), the defendant's F4 and F23 with c3 (2 against 4: 1/2), the rebuttal's F5 and F23 with
+    # c2 (2 against 2). The triple is as good as its worst ply: task score 0.
+    own = [
+        with_claims(i, [(f, "c1", p) for f in TABLE_1.c1]) for i, p in enumerate(("c2", "c3", "c2"))
+    ]
+    assert [argument_quality(TABLE_1, i, plies[i]) for i, plies in enumerate(own)] == [
+        0.0,
+        0.5,
+        0.0,
+    ]
+    triple = [plies[i] for i, plies in enumerate(own)]
+    assert task_score(TABLE_1, triple) == 0.0
+    # F5, F23 cited for c2, F4, F23 for c3: N_h 4 of 9; utilisation 0.
+    assert reward(TABLE_1, triple) == pytest.approx(0.25 * 5 / 9 + 0.05)
+
+
+def listed(abstain=False, **cases):
+    """A ply whose citations a distiller read from its prose: factor lists, no claims."""
+    factors = {case: tuple(cases.get(case, ())) for case in ("c1", "c2", "c3")}
+    return ParsedPly("prose", abstain, factors, valid=True, claims=None)
+
+
+def test_a_distiller_read_ply_is_scored_by_its_factor_lists():
+    assert argument_quality(TABLE_1, 0, listed(c1=["F4"], c2=["F4"])) == 1.0
+    # F16 is c2's but favours the defendant: 1 citation outside the analogy's 2 costs 1/2.
+    assert argument_quality(TABLE_1, 0, listed(c1=["F4"], c2=["F4", "F16"])) == 0.5
+    assert argument_quality(TABLE_1, 0, listed(c1=["F4"])) == 0.5  # recall 1/2
+    assert argument_quality(TABLE_1, 0, listed(abstain=True, c1=["F4"], c2=["F4"])) == 0.0
+    # The defendant: c1 F5, F23, c2 F2 (the distinction), c3 F5 (the analogy) cited.
+    defendant = listed(c1=["F5", "F23"], c2=["F2"], c3=["F5"])
+    assert argument_quality(TABLE_1, 1, defendant) == 1.0
+    # The analogy to c3 alone: lists cannot tell c1's F5 of the analogy from c1's F5 of the
+    # distinction of c2 (which lacks it), so the distinction counts 1 of its 3 citations.
+    assert argument_quality(TABLE_1, 1, listed(c1=["F5"], c3=["F5"])) == pytest.approx(1 / 3)
+    assert argument_quality(TABLE_1, 1, listed(c1=["F23"], c2=["F2"])) == 0.0  # no analogy
+    # Without c1's F23: the distinction's citations (c2 F2, c1 F5, c1 F23) 2 of 3 cited, the
+    # analogy's (c1 F5, c3 F5) both, nothing outside: min(2/3, 1).
+    cited = {("c1", "F5"), ("c3", "F5"), ("c2", "F2")}
+    assert citation_quality(citation_parts(TABLE_1, 1), cited) == pytest.approx(2 / 3)
+    assert fabrications(TABLE_1, listed(c1=["F4"], c2=["F5"])) == ["F5 for c2"]
+    assert argues_grounded(TABLE_1, 0, listed(c2=["F4"]))
+    assert not argues_grounded(TABLE_1, 0, listed(c3=["F5"]))
+    # The same lists as claims: the quality of the claims and of their citations agree.
+    claimed = parsed(TEACHER[1])
+    assert relevant_claims(TABLE_1, 1) == set(claimed.claims)
+    assert argument_quality(TABLE_1, 1, listed(**claimed.factors)) == 1.0
+
+
+def test_the_teachers_triple_earns_full_utilisation_and_rules_earn_little():
     env = ArgumentEnv(ArgumentEnvConfig(train_per_kind=1, test_per_kind=1))
     task = to_task(TABLE_1)
     env._scenarios[TABLE_1.id] = TABLE_1
-    teacher = env.teacher(task, random.Random(0))
     prompt = render_cases(task.inputs)
-    plies = [
-        parse_ply(teacher(role, [{"role": "user", "content": f"{prompt}\n\nWrite ply {i} of 3"}]))
-        for i, role in ((1, "plaintiff"), (2, "defendant"), (3, "plaintiff"))
-    ]
-    assert triple_components(TABLE_1, plies)["utilisation"] == 1.0
 
-    def played(policy):
-        respond = argument_policies()[policy](task, random.Random(0))
+    def played(respond):
         return [
             parse_ply(
                 respond(role, [{"role": "user", "content": f"{prompt}\n\nWrite ply {i} of 3"}])
@@ -108,16 +367,45 @@ def test_the_teachers_triple_earns_full_utilisation_and_a_dump_earns_little():
             for i, role in ((1, "plaintiff"), (2, "defendant"), (3, "plaintiff"))
         ]
 
-    # Every factor said of its own case, no two cases compared: no ply argues anything.
-    dumped = played("rule_naming_every_factor")
-    assert [right_decision(TABLE_1, i, p) for i, p in enumerate(dumped)] == [False] * 3
-    assert triple_components(TABLE_1, dumped)["utilisation"] == 0.0
-    # The shared factors compared, whatever their side: every decision is grounded, but the
-    # counterargument and the rebuttal distinguish nothing, so the argument is unfinished.
-    shared = played("rule_naming_shared_factors")
+    assert (
+        triple_components(TABLE_1, played(env.teacher(task, random.Random(0))))["utilisation"]
+        == 5.0
+    )
+    policies = argument_policies()
+    # Every claim about c1 and the precedent, true or not: grounded, but the false ones cancel it.
+    everything = played(policies["rule_claiming_everything"](task, random.Random(0)))
+    assert [right_decision(TABLE_1, i, p) for i, p in enumerate(everything)] == [True] * 3
+    assert triple_components(TABLE_1, everything)["utilisation"] == 0.0
+    # An analogy on every shared factor, whatever its side: every decision is grounded, the
+    # plaintiff's analogy whole, but nothing is distinguished, so the argument is unfinished.
+    shared = played(policies["rule_claiming_shared_factors"](task, random.Random(0)))
     assert [right_decision(TABLE_1, i, p) for i, p in enumerate(shared)] == [True] * 3
     assert argument_quality(TABLE_1, 0, shared[0]) == 1.0
     assert triple_components(TABLE_1, shared)["utilisation"] == 0.0
+
+
+def test_each_rule_decides_and_claims_as_its_name_says():
+    mismatched = generate_scenario("mismatched", 3, 5, mismatched="flip_outcomes")
+    policies = argument_policies()
+    for scenario, argues in ((TABLE_1, True), (mismatched, False)):
+        task = to_task(scenario)
+        message = [{"role": "user", "content": f"{render_cases(task.inputs)}\n\nWrite ply 1 of 3"}]
+        rule = json.loads(
+            policies["rule_claiming_shared_factors"](task, random.Random(0))("plaintiff", message)
+        )
+        outcome = json.loads(
+            policies["outcome_only_claiming_everything"](task, random.Random(0))(
+                "plaintiff", message
+            )
+        )
+        assert rule["abstain"] is not argues and outcome["abstain"] is not argues
+        if argues:
+            shared = [f for f in TABLE_1.c1 if f in TABLE_1.c2]
+            assert rule["analogies"] == [[f, "c1", "c2"] for f in shared]
+            assert rule["distinctions"] == []
+            # Every factor of c1 and c2 as an analogy, and each as a distinction from the other.
+            assert len(outcome["analogies"]) == len(set(TABLE_1.c1) | set(TABLE_1.c2))
+            assert len(outcome["distinctions"]) == len(TABLE_1.c1) + len(TABLE_1.c2)
 
 
 @pytest.mark.parametrize("ply", [0, 1, 2])
@@ -172,80 +460,3 @@ def test_by_factor_arguer_puts_the_arguers_precedent_next_to_c1():
 def test_an_unknown_factor_layout_is_refused_by_its_key():
     with pytest.raises(ConfigError, match="`env.factor_layout` is 'table'"):
         load_env("argument", factor_layout="table", train_per_kind=1, test_per_kind=1)
-
-
-def test_each_rule_decides_and_cites_as_its_name_says():
-    mismatched = generate_scenario("mismatched", 3, 5, mismatched="flip_outcomes")
-    policies = argument_policies()
-    for scenario, argues in ((TABLE_1, True), (mismatched, False)):
-        task = to_task(scenario)
-        prompt = render_cases(task.inputs)
-        message = [{"role": "user", "content": f"{prompt}\n\nWrite ply 1 of 3"}]
-        rule = json.loads(
-            policies["rule_naming_shared_factors"](task, random.Random(0))("plaintiff", message)
-        )
-        outcome = json.loads(
-            policies["outcome_only_naming_every_factor"](task, random.Random(0))(
-                "plaintiff", message
-            )
-        )
-        assert rule["abstain"] is not argues and outcome["abstain"] is not argues
-        if argues:
-            shared = [f for f in TABLE_1.c1 if f in TABLE_1.c2]
-            assert rule["factors"] == {"c1": shared, "c2": shared, "c3": []}
-            assert named_factors(rule["argument"]) == set(shared)
-            assert outcome["factors"]["c3"] == list(TABLE_1.c3)
-    fixed = policies["rule_fixed_sentence_every_factor"](to_task(TABLE_1), random.Random(0))
-    reply = json.loads(fixed("single", render_cases(to_task(TABLE_1).inputs)))
-    assert list(reply) == ["plaintiff", "defendant", "rebuttal"]
-    assert all(named_factors(p["argument"]) == set() for p in reply.values())
-
-
-def test_a_denied_citation_earns_nothing():
-    json_lists = {"c1": ["F4"], "c2": ["F4"]}
-    said = ply("Like c2, c1 has F4.", **json_lists)
-    assert argument_quality(TABLE_1, 0, said) == 1.0 and right_decision(TABLE_1, 0, said)
-    for denial in (
-        "c1 does not share F4 with c2.",
-        "Unlike F4 in c2, c1 has nothing.",
-        "c1 lacks F4, like c2.",
-        "Neither c1 nor c2 has Agreed-not-to-disclose.",
-    ):
-        denied = ply(denial, **json_lists)
-        assert argued_citations(denied) == set(), denial
-        assert argument_quality(TABLE_1, 0, denied) == 0.0 and not right_decision(
-            TABLE_1, 0, denied
-        ), denial
-
-
-def test_a_factor_said_of_one_case_is_not_said_of_another():
-    # F4 said of c1 alone: the JSON's F4 for c2 and c3 is not argued, and no analogy is made.
-    one = ply("c1 has F4.", c1=["F4"], c2=["F4"], c3=["F4"])
-    assert argued_citations(one) == {("c1", "F4")}
-    assert argument_quality(TABLE_1, 0, one) == 0.0
-    assert text_citations("Like c2, c1 has F4; c3 has F5.") == {
-        ("c1", "F4"),
-        ("c2", "F4"),
-        ("c3", "F5"),
-    }
-    # A distinction needs the factor said of one case and denied of the other.
-    assert text_citations("c2 has F2, which c1 lacks.") == {("c2", "F2")}
-    assert text_denials("c2 has F2, which c1 lacks.") == {("c1", "F2")}
-    assert text_denials("Unlike c2, c1 has F5.") == {("c2", "F5")}
-
-
-def test_a_name_matches_only_as_a_whole_cato_name():
-    # F19 "No-security-measures" contains F6 "Security-measures", and its "No" is no denial.
-    assert named_factors("c1 has No-security-measures.") == {"F19"}
-    assert named_factors("c1 has no security measures") == {"F19"}
-    assert text_citations("Like c2, c1 has No-security-measures.") == {("c1", "F19"), ("c2", "F19")}
-    assert named_factors("c1 has Security-measures.") == {"F6"}
-    # "not" inside F4's and F5's names is no denial either.
-    assert text_citations("Like c3, c1 has Agreement-not-specific.") == {("c1", "F5"), ("c3", "F5")}
-
-
-def test_the_metrics_read_from_the_text_see_what_the_json_hides():
-    listed = ply("The factors: F4.", c1=["F4"], c2=["F4"])
-    assert as_text_says(listed).factors == {"c1": (), "c2": (), "c3": ()}
-    said = ply("Like c2, c1 has F4; c3 has F7.", c1=["F4"], c2=["F4"])
-    assert as_text_says(said).factors == {"c1": ("F4",), "c2": ("F4",), "c3": ("F7",)}
