@@ -18,8 +18,10 @@ from lexrl.envs.argument.metrics import (
     successful_abstention,
     utilisation_recall,
 )
-from lexrl.envs.argument.parsing import ParsedPly
+from lexrl.envs.argument.parsing import ParsedPly, parse_ply
+from lexrl.envs.argument.reward import argument_parts, has_every_distinction, task_score
 from lexrl.envs.argument.scenarios import TABLE_1, Scenario
+from lexrl.envs.argument.teacher import teacher_plies, teacher_text
 
 # Table 1 of the paper: N_gt = 3 + 3 + 3 = 9.
 ARGUABLE = TABLE_1
@@ -40,11 +42,13 @@ NON_ARGUABLE = Scenario(
 
 
 def ply(abstain=False, valid=True, c1=(), c2=(), c3=()):
+    """A ply as the paper's distiller reads it: the factors cited per case, no claims."""
     return ParsedPly(
         argument="TERMINATE" if abstain else "an argument",
         abstain=abstain,
         factors={"c1": tuple(c1), "c2": tuple(c2), "c3": tuple(c3)},
         valid=valid,
+        claims=None,
     )
 
 
@@ -88,6 +92,24 @@ def test_counts_and_metrics_of_a_mixed_triple():
         authors_successful_abstention=0.0,
         precedent_identification_accuracy=pytest.approx(0.8),
     )
+
+
+def test_the_metrics_count_the_factors_the_claims_cite():
+    # An analogy cites its factor for both cases, a distinction for the case said to have it:
+    # the plaintiff's F4 for c1 and c2, and F2 for c1 (a reversed distinction: c1 lacks F2);
+    # the defendant's F5 for c1 and c3, and F16 for c2. cited(c1) = {F2, F4, F5}: 1
+    # hallucinated, 2 utilised; cited(c2) = {F4, F16}: 2 utilised; cited(c3) = {F5}: 1.
+    plaintiff = parse_ply(
+        '{"abstain": false, "analogies": [["F4", "c1", "c2"]], '
+        '"distinctions": [["F2", "c1", "c2"]], "argument": "x"}'
+    )
+    defendant = parse_ply(
+        '{"abstain": false, "analogies": [["F5", "c3", "c1"]], '
+        '"distinctions": [["F16", "TSC1", "Input Case"]], "argument": "x"}'
+    )
+    plies = (plaintiff, defendant, ABSTAIN)
+    assert factor_counts(ARGUABLE, plies) == FactorCounts(n_gt=9, n_h=1, n_util=5, n_ext=6)
+    assert hallucination_accuracy(ARGUABLE, plies) == pytest.approx(8 / 9)
 
 
 def test_an_abstaining_ply_still_hallucinates():
@@ -201,3 +223,50 @@ def test_argument_table_and_markdown():
     assert sa_cells[0] == "| sa" and sa_cells[1] == "2 / 1 / 2"
     interval = sa["hallucination_accuracy"]["arguable"]
     assert sa_cells[2] == f"88.89 [{interval['low']:.2f}, {interval['high']:.2f}]"
+
+
+# Hand-built triples, c2 won by the plaintiff and c3 by the defendant unless said otherwise.
+# NO_DISTINCTION: c2's pro-plaintiff F4 is c1's too, c1's pro-defendant F5 is c2's too, and c3
+# has c1's F4: nothing to distinguish; each ply one analogy (F4, F5, F4).
+NO_DISTINCTION = Scenario("n", "arguable", ("F4", "F5"), ("F4", "F5"), ("F4", "F5"), "P", "D", 2)
+# NO_DEFENDANT_DISTINCTION: as above, but c3 lacks c1's pro-plaintiff F4, so the rebuttal
+# distinguishes c3 by it: parts 1 + 1 + 2.
+NO_DEFENDANT_DISTINCTION = dataclasses.replace(NO_DISTINCTION, c3=("F5", "F12"))
+# DEFENDANT_ABSTAINS: c1 and c3 share only the pro-plaintiff F4, so the defendant must abstain;
+# the rebuttal distinguishes c3 by c1's F6 and reinforces F4: parts 1 + 0 + 2.
+DEFENDANT_ABSTAINS = Scenario("d", "arguable", ("F4", "F6"), ("F4", "F16"), ("F4",), "P", "D", 2)
+# PLAINTIFF_ABSTAINS: Table 1 with c2 won by the defendant: the plaintiff and rebuttal abstain,
+# and the defendant, with no plaintiff's argument to answer, only analogises to c3: 1 part.
+PLAINTIFF_ABSTAINS = dataclasses.replace(ARGUABLE, c2_outcome="D")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "parts", "every"),
+    [
+        # 1 (plaintiff's analogy) + 2 (defendant's distinction and analogy) + 2 (rebuttal's).
+        (ARGUABLE, 5, True),
+        (NO_DISTINCTION, 3, False),
+        (NO_DEFENDANT_DISTINCTION, 4, False),
+        (DEFENDANT_ABSTAINS, 3, False),
+        (PLAINTIFF_ABSTAINS, 1, False),
+        (MISMATCHED, 0, False),
+        (NON_ARGUABLE, 0, False),
+    ],
+)
+def test_argument_parts_and_every_distinction_on_hand_built_triples(scenario, parts, every):
+    assert argument_parts(scenario) == parts
+    assert has_every_distinction(scenario) is every
+
+
+def test_skipping_the_distinctions_costs_only_where_there_are_some():
+    def analogies_only(scenario):
+        return tuple(
+            parse_ply(teacher_text(p if p["abstain"] else p | {"distinctions": []}))
+            for p in teacher_plies(scenario)
+        )
+
+    # Where every ply's argument is an analogy, the analogies are the whole argument; where the
+    # defendant and the rebuttal have a distinction to make, their recall of it is 0.
+    assert task_score(NO_DISTINCTION, analogies_only(NO_DISTINCTION)) == 1.0
+    assert task_score(NO_DEFENDANT_DISTINCTION, analogies_only(NO_DEFENDANT_DISTINCTION)) == 0.0
+    assert task_score(ARGUABLE, analogies_only(ARGUABLE)) == 0.0
