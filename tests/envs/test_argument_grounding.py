@@ -189,7 +189,7 @@ def test_a_false_or_contradictory_claim_costs(index, analogies, distinctions, qu
     assert own < alone
 
 
-def _false_claims(s: Scenario, index: int) -> list[tuple[str, tuple, tuple]]:
+def _false_claims(s: Scenario, index: int) -> list[tuple[str, tuple | None, tuple | None]]:
     """Claims of each costly kind about c1 and ply `index`'s precedent, where the cases allow."""
     precedent = "c3" if index == 1 else "c2"
     c1, other = set(s.c1), set(s.case(precedent))
