@@ -103,7 +103,8 @@ class ParsedPly:
     """The ply was a JSON object with `abstain` (bool or "true"/"false"), `analogies` and
     `distinctions` (lists of [factor id, case, case]) and `argument` (string)."""
     error: str | None = None
-    """What was wrong or dropped; may be set on a valid ply (a repeated claim)."""
+    """What was wrong or dropped (a malformed claim, a missing key); None for a clean ply. A
+    repeated claim is merged silently: it claims nothing new."""
     claims: tuple[Claim, ...] | None = ()
     """The ply's analogies and distinctions, sorted, without repeats; None for a ply whose
     citations a distiller read from its prose (`factors` only: no claim to check)."""
@@ -196,7 +197,7 @@ def _claims(value: dict, problems: list[str]) -> tuple[tuple[Claim, ...], bool]:
             factor = normalise_factor_id(item[0]) if isinstance(item[0], str) else None
             first, second = normalise_case(item[1]), normalise_case(item[2])
             if factor is None or first is None or second is None or first == second:
-                problems.append(f"`{key}` entry {item!r} names no factor and two cases, dropped")
+                problems.append(f"`{key}` entry {item!r} is not a factor id and two different cases, dropped")
                 well_typed = False
                 continue
             claims.add(make(factor, first, second))
