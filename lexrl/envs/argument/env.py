@@ -27,10 +27,12 @@ ply's own JSON already lists its factors.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import random
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -86,7 +88,7 @@ from lexrl.envs.argument.teacher import (
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
 from lexrl.envs.degenerate import PolicyFactory
 from lexrl.errors import ConfigError
-from lexrl.rewards.judge import JudgeClient, JudgeParseError
+from lexrl.rewards.judge import JudgeCall, JudgeClient, JudgeParseError
 from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
@@ -122,7 +124,11 @@ TEXT_VARIANTS = (
 )
 """The paper's metrics that read the cited factors, computed a second time (`<name>_text`) from
 the factors the paper's distiller reads in each ply's prose (`extract_factors: llm`, sec. 4.4),
-beside the ones from the claims. Without a distiller the prose is unscored and they are absent."""
+beside the ones from the claims. Without a distiller the prose is unscored and they are absent;
+an episode with a ply the distiller failed on has none of them (`distiller_failed`)."""
+DISTILLER_KEYS = ("Plaintiff's Argument", "Defendant's Counterargument", "Plaintiff's Rebuttal")
+"""The keys of the 3-ply argument JSON the authors' Factor Distiller reads (Zhang and Ashley
+2025, Appendix A), one per ply."""
 METRICS = (
     "task_score",
     "task_score_with_distinctions",
@@ -249,7 +255,8 @@ def strict_review(text: str) -> bool:
 
 
 def strict_factor_lists(text: str) -> dict[str, list[str]]:
-    """The extractor's `{"c1": [...], "c2": [...], "c3": [...]}`, ids normalised."""
+    """The distiller's `{"c1": [...], "c2": [...], "c3": [...]}` (or the authors' "Input Case",
+    "TSC1", "TSC2"; entries "F4 Agreed-not-to-disclose (P)" or "F4"), ids normalised."""
     factors, error = parse_factor_lists(text)
     if error is not None:
         raise JudgeParseError(f'expected {{"c1": [...], "c2": [...], "c3": [...]}} ({error})')
@@ -305,6 +312,8 @@ class ArgumentEnv(Env):
         self.episode_metrics = METRICS
         if config.workflow == "RMA":
             self.episode_metrics += ("revisions", "analyst_terminations", "verdict_accuracy")
+        if config.extract_factors == "llm":
+            self.episode_metrics += ("distiller_failed",)
         self._scenarios: dict[str, Scenario] = {}
         # Each split is generated on its first use: 12,000 training triples take seconds that
         # `lexrl eval`, `audit` and `serve-env` (test split only) need not spend.
@@ -509,16 +518,7 @@ class ArgumentEnv(Env):
     async def _finish(self, task: Task, policy: Policy, records: list[PlyRecord]) -> Trajectory:
         scenario = self.scenario(task)
         plies = [r.final for r in records]
-        components = triple_components(scenario, plies)
         metrics = {k: v for k, v in asdict(score_triple(scenario, plies)).items() if k in METRICS}
-        if self.config.extract_factors == "llm":
-            distilled = await self._extracted(policy, plies)
-            if distilled is None:
-                trajectory = policy.finish({"plies": [asdict(p) for p in plies]}, {})
-                trajectory.failed = "factor extractor failed"
-                return trajectory
-            said = asdict(score_triple(scenario, distilled))
-            metrics.update({f"{name}_text": said[name] for name in TEXT_VARIANTS})
         metrics.update(decision_metrics(scenario, plies))
         if self.config.workflow == "RMA":
             metrics["revisions"] = float(sum(r.revision is not None for r in records))
@@ -528,8 +528,23 @@ class ArgumentEnv(Env):
             ) / len(records)
         outcome = {"kind": task.gold["kind"], "plies": [asdict(p) for p in plies]}
         steps = [{"ply": asdict(r)} for r in records]
-        trajectory = policy.finish(outcome, weighted(components, self.weights), steps, metrics)
-        trajectory.role_rewards = self.role_rewards(scenario, records)
+        scored = plies
+        if self.config.extract_factors == "llm":
+            distilled, failures = await self._extracted(policy, plies)
+            steps += [{"extractor": call} for call in failures]
+            metrics.update(distiller_metrics(scenario, distilled))
+            outcome["distilled"] = [None if p is None else p.factors for p in distilled]
+            if self.config.reward_source == "distiller":
+                if failures:
+                    trajectory = policy.finish(outcome, {}, steps)
+                    trajectory.failed = f"factor distiller failed: {failures[0]['error']}"
+                    return trajectory
+                scored = distilled
+        components = weighted(triple_components(scenario, scored), self.weights)
+        trajectory = policy.finish(outcome, components, steps, metrics)
+        trajectory.role_rewards = self.role_rewards(
+            scenario, [replace(r, final=p) for r, p in zip(records, scored, strict=True)]
+        )
         return trajectory
 
     def role_rewards(self, scenario: Scenario, records: list[PlyRecord]) -> dict[str, float]:
@@ -552,27 +567,45 @@ class ArgumentEnv(Env):
                     scores.setdefault("polisher", []).append(float(record.revise == wanted))
         return {role: sum(values) / len(values) for role, values in scores.items()}
 
-    async def _extracted(self, policy: Policy, plies: list[ParsedPly]) -> list[ParsedPly] | None:
-        """The plies with their factors read from their prose by the external extractor (the
-        paper's evaluation path); None when it failed."""
-        out = []
-        for ply in plies:
-            messages = [
-                {"role": "system", "content": self.prompts["extractor"]},
-                {"role": "user", "content": ply.argument},
-            ]
-            call = await self.judge_client.ask(
-                messages,
-                strict_factor_lists,
-                'Answer with {"c1": [...], "c2": [...], "c3": [...]}.',
-            )
+    async def _extracted(
+        self, policy: Policy, plies: list[ParsedPly]
+    ) -> tuple[list[ParsedPly | None], list[dict]]:
+        """Each ply as the paper's distiller reads its prose (sec. 4.4): `claims` None, `factors`
+        the lists it returned; None for a ply it failed on. Also the failed calls (`JudgeCall`
+        as a dict, its `error` naming the endpoint). The plies are read concurrently, each
+        reply kept as a non-trainable `extractor` turn."""
+        prompt = self.prompts["extractor"]
+        calls = await asyncio.gather(*(self._distil(i, ply) for i, ply in enumerate(plies)))
+        read: list[ParsedPly | None] = []
+        failures = []
+        for ply, call in zip(plies, calls, strict=True):
+            if call is None:  # no prose: nothing cited, nothing to ask
+                read.append(replace(ply, factors={case: () for case in CASES}, claims=None))
+                continue
             if call.reply is not None:
-                policy.record("extractor", self.prompts["extractor"], messages[1:], call.reply)
+                policy.record("extractor", prompt, call.messages[1:], call.reply)
             if call.score is None:
-                return None
+                failures.append(asdict(call))
+                read.append(None)
+                continue
             factors = {case: tuple(call.score[case]) for case in CASES}
-            out.append(ParsedPly(ply.argument, ply.abstain, factors, ply.valid, ply.error, None))
-        return out
+            read.append(replace(ply, factors=factors, claims=None))
+        return read, failures
+
+    async def _distil(self, index: int, ply: ParsedPly) -> JudgeCall | None:
+        """The distiller's call on ply `index` alone, in the authors' input form (a JSON object
+        of the argument's plies, here the one: `DISTILLER_KEYS`), so that each ply gets its own
+        factor lists; None for a ply without prose."""
+        if not ply.argument.strip():
+            return None
+        argument = json.dumps({DISTILLER_KEYS[index]: ply.argument}, ensure_ascii=False)
+        messages = [
+            {"role": "system", "content": self.prompts["extractor"]},
+            {"role": "user", "content": argument},
+        ]
+        return await self.judge_client.ask(
+            messages, strict_factor_lists, 'Answer with {"c1": [...], "c2": [...], "c3": [...]}.'
+        )
 
     # -- teacher and report ----------------------------------------------------------------
 
@@ -659,6 +692,16 @@ def decision_metrics(scenario: Scenario, plies: list[ParsedPly]) -> dict[str, fl
             for i in arguable
         ) / len(arguable)
     return metrics
+
+
+def distiller_metrics(scenario: Scenario, distilled: list[ParsedPly | None]) -> dict[str, float]:
+    """`distiller_failed` (1.0 when the distiller failed on any ply, else 0.0) and, when it read
+    every ply, the `<name>_text` metrics (`TEXT_VARIANTS`) of what it read: an episode it failed
+    on is left out of their means, which average over the episodes that report them."""
+    if any(ply is None for ply in distilled):
+        return {"distiller_failed": 1.0}
+    said = asdict(score_triple(scenario, distilled))
+    return {"distiller_failed": 0.0, **{f"{name}_text": said[name] for name in TEXT_VARIANTS}}
 
 
 def _text(record: PlyRecord) -> str:

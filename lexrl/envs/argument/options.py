@@ -122,10 +122,24 @@ class ArgumentEnvConfig(EnvConfig):
     judge_cache_dir: str = ".lexrl_cache/judge"
     """On-disk cache of external replies (a re-evaluation pays for no call twice)."""
     extract_factors: str = "json"
-    """Where the metrics read each ply's cited factors from: `json` (the ply's own `factors`
-    object: verifiable, the reward's source) or `llm` (the paper's path, sec. 4.4: the external
-    model of `judges[0]` reads them from the ply's prose; for parity with closed models that
-    write free text). The reward always uses `json`."""
+    """Who reads each ply's prose (its `argument`): `json`, no one: the metrics and the reward
+    read the ply's claims, and the prose is unscored (a CPU run has no judge). `llm`: the
+    paper's Factor Distiller (Zhang and Ashley 2025, sec. 4.4 and Appendix A, its prompt
+    `prompts/extractor.txt`) run by the external model of `judges[0]` lists the factors each
+    ply's prose mentions per case, and the paper's metrics are computed a second time from them
+    (`<metric>_text`, beside the ones from the claims): the prose is scored as in the paper. Each
+    ply is sent alone, as the authors' argument JSON with one key ("Plaintiff's Argument", ...);
+    a ply without prose cites nothing and costs no call. A ply the distiller fails on (no
+    reply, or none parsable after the judge's re-asks) is counted in `distiller_failed` and its
+    episode has no `_text` metrics; its claims' metrics and reward stay."""
+    reward_source: str = "claims"
+    """What the reward (and each role's reward) scores: `claims`, the plies' analogies and
+    distinctions, checked exactly against the cases; or `distiller`, the factor lists the
+    paper's distiller reads from the prose (needs `extract_factors: llm`), scored by their
+    citations (`grounding.citation_quality`), for runs whose judge is capable enough to be
+    trusted with the reward. With `distiller` an episode with a ply the distiller fails on has
+    no reward: it is failed, and left out of training and metrics (`judge/failed`) like an
+    episode whose judge failed. On CPU, without a judge, only `claims` is possible."""
     max_new_tokens: int | None = None
     """Tokens per ply, verdict and review; None: `rollout.max_new_tokens` (SA's one call gets
     three times as many)."""
@@ -182,6 +196,7 @@ class ArgumentEnvConfig(EnvConfig):
         "reasoning": REASONING,
         "analyst": ("policy", "judge"),
         "extract_factors": ("json", "llm"),
+        "reward_source": ("claims", "distiller"),
         "mismatched": MISMATCHED_MODES,
         "generator": GENERATORS,
     }
@@ -207,6 +222,8 @@ class ArgumentEnvConfig(EnvConfig):
             raise ConfigError(
                 f"`{path}`: `analyst: judge` and `extract_factors: llm` need `judges`"
             )
+        if self.reward_source == "distiller" and self.extract_factors != "llm":
+            raise ConfigError(f"`{path}.reward_source`: `distiller` needs `extract_factors: llm`")
         for key in ("kinds", "warmstart_kinds"):
             unknown = set(getattr(self, key)) - set(KINDS)
             if unknown or not getattr(self, key):
