@@ -35,8 +35,8 @@ for the cases the prompt prints (`prompt_teacher_plies`) and change one thing:
 - `outcome_only_*`: argue when the precedent was decided for the ply's side, shared factors
   unread;
 - `random_decision_*`: argue or abstain at random, per ply;
-- `copy_previous_ply`: repeat the last ply the message shows (the other agent's prose), the first
-  ply written by the shared-factor rule.
+- `copy_previous_ply`: repeat the last ply the message shows (the other agent's), the first ply
+  written by the shared-factor rule.
 """
 
 from __future__ import annotations
@@ -301,8 +301,8 @@ def _never_compares(index: int, factors: dict, winners: dict, rng: random.Random
 
 
 def _copy_previous(task: Task, rng: random.Random) -> Teacher:
-    """The last ply the message shows, its prose verbatim as this ply's prose, abstaining when it
-    says TERMINATE; the first ply by the shared rule."""
+    """The last ply the message shows (the other agent's JSON), verbatim; the first ply by the
+    shared rule."""
     first = _ruled(_rule, "shared")(task, rng)
 
     def respond(role: str, messages: Messages) -> str:
@@ -310,7 +310,7 @@ def _copy_previous(task: Task, rng: random.Random) -> Teacher:
         earlier = _EARLIER_PLY.findall(prompt)
         if role in REVIEWS or role == "single" or not earlier:
             return first(role, messages)
-        return json.dumps(_ply("TERMINATE" in earlier[-1], text=earlier[-1]))
+        return earlier[-1]
 
     return respond
 

@@ -54,6 +54,7 @@ from lexrl.envs.argument.parsing import (
     parse_review,
     parse_three_plies,
     parse_verdict,
+    ply_json,
 )
 from lexrl.envs.argument.reward import (
     COMPONENTS,
@@ -705,8 +706,9 @@ def distiller_metrics(scenario: Scenario, distilled: list[ParsedPly | None]) -> 
 
 
 def _text(record: PlyRecord) -> str:
-    """A finished ply as the later agents read it."""
-    return record.final.argument or record.revision or record.draft
+    """A finished ply as the later agents read it: its decision, claims and prose
+    (`parsing.ply_json`)."""
+    return ply_json(record.final)
 
 
 def _interleave(scenarios: list[Scenario], kinds: int) -> list[Scenario]:

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from lexrl.envs.argument.factors import factor_number, normalise_factor_id
+from lexrl.envs.argument.factors import FACTORS, factor_number, normalise_factor_id
 from lexrl.envs.argument.scenarios import CASES, PLIES
 
 VERDICT_LABELS = ("VALID_ARGUMENT", "REQUIRES_CORRECTION", "REQUIRES_ABSTENTION")
@@ -79,6 +80,35 @@ def analogy(factor: str, a: str, b: str) -> Claim:
 
 def distinction(factor: str, has: str, lacks: str) -> Claim:
     return Claim("distinction", factor, (has, lacks))
+
+
+def claim_order(claim: Claim) -> tuple:
+    """Sort key of claims in the order the transposed prompt lists their factors
+    (`factor_layout: by_factor`): pro-plaintiff factors first, then pro-defendant ones (then
+    ids outside the factor list), each side by number, so that a ply's claims can be written by
+    reading the prompt's rows once, top to bottom."""
+    side = FACTORS[claim.factor].favors if claim.factor in FACTORS else "~"
+    return (side != "P", side, factor_number(claim.factor), claim.cases)
+
+
+def ply_object(abstain: bool, claims: Iterable[Claim], argument: str) -> dict:
+    """A ply as the JSON object the prompts ask for, its claims in `claim_order`."""
+    ordered = sorted(claims, key=claim_order)
+    return {
+        "abstain": abstain,
+        "analogies": [[c.factor, *c.cases] for c in ordered if c.kind == "analogy"],
+        "distinctions": [[c.factor, *c.cases] for c in ordered if c.kind == "distinction"],
+        "argument": argument,
+    }
+
+
+def ply_json(ply: ParsedPly) -> str:
+    """A parsed ply as compact JSON (`ply_object`): how a later ply's agent reads it, so that
+    the rebuttal can reinforce the analogies the plaintiff claimed and answer the defendant's
+    distinctions. A ply read by a distiller (no claims) shows none."""
+    return json.dumps(
+        ply_object(ply.abstain, ply.claims or (), ply.argument), separators=(",", ":")
+    )
 
 
 def claimed_factors(claims: tuple[Claim, ...]) -> dict[str, tuple[str, ...]]:
@@ -197,7 +227,9 @@ def _claims(value: dict, problems: list[str]) -> tuple[tuple[Claim, ...], bool]:
             factor = normalise_factor_id(item[0]) if isinstance(item[0], str) else None
             first, second = normalise_case(item[1]), normalise_case(item[2])
             if factor is None or first is None or second is None or first == second:
-                problems.append(f"`{key}` entry {item!r} is not a factor id and two different cases, dropped")
+                problems.append(
+                    f"`{key}` entry {item!r} is not a factor id and two different cases, dropped"
+                )
                 well_typed = False
                 continue
             claims.add(make(factor, first, second))

@@ -25,26 +25,14 @@ from collections.abc import Iterable
 
 from lexrl.envs.argument.factors import FACTORS, factor_number
 from lexrl.envs.argument.grounding import citation_parts, fabrications
-from lexrl.envs.argument.parsing import Claim, ParsedPly
+from lexrl.envs.argument.parsing import Claim, ParsedPly, ply_object
 from lexrl.envs.argument.scenarios import PLIES, Scenario, expected_abstentions
 
 _SIDE = {"P": "plaintiff", "D": "defendant"}
 
 
-def _listed(ids: Iterable[str]) -> str:
-    ids = list(ids)
-    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
-
-
 def _ply(claims: Iterable[Claim], text: str) -> dict:
-    """The ply's JSON object: decision, claims (sorted, as [factor, case, case]), prose."""
-    claims = sorted(claims, key=lambda c: (factor_number(c.factor), c.cases))
-    return {
-        "abstain": False,
-        "analogies": [[c.factor, *c.cases] for c in claims if c.kind == "analogy"],
-        "distinctions": [[c.factor, *c.cases] for c in claims if c.kind == "distinction"],
-        "argument": text,
-    }
+    return ply_object(False, claims, text)
 
 
 def _abstention_reason(s: Scenario, side: str) -> str:
@@ -59,12 +47,7 @@ def _abstention_reason(s: Scenario, side: str) -> str:
 
 
 def _termination(reason: str) -> dict:
-    return {
-        "abstain": True,
-        "analogies": [],
-        "distinctions": [],
-        "argument": f"TERMINATE: {reason}.",
-    }
+    return ply_object(True, (), f"TERMINATE: {reason}.")
 
 
 def _part(s: Scenario, index: int, kind: str) -> list[Claim]:
