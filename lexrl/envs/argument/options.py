@@ -139,7 +139,9 @@ class ArgumentEnvConfig(EnvConfig):
     citations (`grounding.citation_quality`), for runs whose judge is capable enough to be
     trusted with the reward. With `distiller` an episode with a ply the distiller fails on has
     no reward: it is failed, and left out of training and metrics (`judge/failed`) like an
-    episode whose judge failed. On CPU, without a judge, only `claims` is possible."""
+    episode whose judge failed. The metrics stay the claims' (`task_score`, ...), the
+    distiller's reading being the `_text` ones. On CPU, without a judge, only `claims` is
+    possible."""
     max_new_tokens: int | None = None
     """Tokens per ply, verdict and review; None: `rollout.max_new_tokens` (SA's one call gets
     three times as many)."""
