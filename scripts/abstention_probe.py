@@ -4,9 +4,9 @@
         --layers 2 --hidden 128 --episodes 12000 --ply 2 --ply-only [--env.train_per_kind ...]
 
 Reads ply `--ply`'s decision (abstain or argue) from the model's own greedy reply on each
-held-out triple, the earlier plies the teacher's: up to `"argument": "`, its `<think>` block
-included under `--reasoning checklist` (its own, never the teacher's), then whether the argument
-begins `TERMINATE`. Prints the right-decision rate per kind of triple, the separation
+held-out triple, the earlier plies the teacher's: up to `{"abstain":` (the teacher's compact
+JSON), its `<think>` block included under `--reasoning checklist` (its own, never the
+teacher's), then whether the flag it writes is `true`. Prints the right-decision rate per kind of triple, the separation
 `argues_arguable - argues_non_arguable`, and, on the arguable triples, the ply's mean
 `argument_quality` and the share of its citations of a factor the case lacks. Ply 1's decision is
 the one the factors alone make; ply 2 (the defendant's) reads the other side's rows.
@@ -44,7 +44,8 @@ from lexrl.train.advantages import Row
 from lexrl.train.warmstart import supervised_finetune
 from lexrl.types import Task
 
-MARKER = '{"argument": "'
+MARKER = '{"abstain":'
+"""The start of a ply as the teacher writes it (compact JSON, the decision first)."""
 Probe = tuple[Task, int, Row]
 """A teacher turn: its triple, its ply (0, 1, 2) and its row."""
 
@@ -72,8 +73,8 @@ def teacher_rows(
 
 
 def decision_index(tokenizer: PreTrainedTokenizerBase, completion_ids: list[int]) -> int | None:
-    """How many completion tokens precede the argument's first token (after any `<think>`
-    block); None when the reply has no argument."""
+    """How many completion tokens precede the decision's first token (after any `<think>`
+    block); None when the reply has no decision."""
     for i in range(len(completion_ids) + 1):
         if tokenizer.decode(completion_ids[:i]).endswith(MARKER):
             return i
@@ -102,7 +103,7 @@ def read_ply(
     max_new_tokens: int,
 ) -> dict[str, float]:
     """Ply `ply`'s decision per kind, read from the model's own greedy reply up to the
-    argument's first token (its own `<think>` block included, never the teacher's); the
+    decision's first token (its own `<think>` block included, never the teacher's); the
     separation `argues_arguable - argues_non_arguable`; and on arguable triples the mean
     `argument_quality` of the parsed reply and its citations of factors their case lacks."""
     right, argues = defaultdict(list), defaultdict(list)
@@ -112,13 +113,13 @@ def read_ply(
         if index != ply:
             continue
         kind = task.gold["kind"]
-        gold_abstains = '"abstain": true' in tokenizer.decode(row.completion_ids)
+        gold_abstains = f"{MARKER}true" in tokenizer.decode(row.completion_ids)
         output = model.generate(
             torch.tensor([row.prompt_ids]), max_new_tokens=max_new_tokens, do_sample=False
         )[0, len(row.prompt_ids) :]
         reply = tokenizer.decode(output, skip_special_tokens=True)
-        _, marker, argument = reply.partition(MARKER)
-        abstains = not marker or argument.startswith("TERMINATE")
+        _, marker, decision = reply.partition(MARKER)
+        abstains = not marker or decision.lstrip().startswith("true")
         right[f"right_{kind}"].append(abstains == gold_abstains)
         argues[kind].append(not abstains)
         if kind == "arguable" and not gold_abstains:

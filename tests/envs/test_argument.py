@@ -14,7 +14,12 @@ from lexrl.envs.argument.degenerate import argument_policies
 from lexrl.envs.argument.env import FORCED_TERMINATION, ArgumentEnv
 from lexrl.envs.argument.options import ArgumentEnvConfig
 from lexrl.envs.argument.parsing import parse_ply
-from lexrl.envs.argument.reward import COMPONENTS, triple_components, weighted
+from lexrl.envs.argument.reward import (
+    COMPONENTS,
+    argument_parts,
+    triple_components,
+    weighted,
+)
 from lexrl.envs.argument.scenarios import TABLE_1
 from lexrl.envs.base import ReportRequest
 from lexrl.errors import ConfigError
@@ -55,6 +60,18 @@ def with_scenario(env, scenario):
     return to_task(scenario)
 
 
+def ply_reply(analogies, distinctions, argument, abstain=False):
+    """A ply's reply in the claims schema."""
+    return json.dumps(
+        {
+            "abstain": abstain,
+            "analogies": analogies,
+            "distinctions": distinctions,
+            "argument": argument,
+        }
+    )
+
+
 @pytest.mark.parametrize("workflow", WORKFLOWS)
 def test_the_teacher_scores_100_on_every_column_through_each_workflow(workflow, tokenizer):
     env = small_env(workflow=workflow)
@@ -86,7 +103,7 @@ def test_argue_rates_per_kind_show_the_separation_a_blind_policy_lacks(tokenizer
     env = small_env(workflow="MA")
     policies = {
         "teacher": env.teacher,
-        "blind": argument_policies()["always_argue_naming_every_factor"],
+        "blind": argument_policies()["always_argue_claiming_everything"],
     }
     rates = {}
     for name, policy in policies.items():
@@ -112,6 +129,47 @@ def test_the_scenario_kind_never_reaches_a_prompt(workflow, tokenizer):
                 assert word not in prompt, (task.gold["kind"], turn.role, word)
 
 
+PROSE = "TERMINATE. None of this is true: c1 shares no factor with c2, and F99 is c3's."
+"""Prose that abstains, denies every claim and cites a factor no case has."""
+
+
+def with_prose(respond, prose):
+    """`respond` with the argument of every ply it writes replaced by `prose`."""
+
+    def rewritten(role, messages):
+        reply = respond(role, messages)
+        if role == "single":
+            plies = json.loads(reply)
+            return json.dumps({name: ply | {"argument": prose} for name, ply in plies.items()})
+        if role in ("plaintiff", "defendant"):
+            return json.dumps(json.loads(reply) | {"argument": prose})
+        return reply
+
+    return rewritten
+
+
+@pytest.mark.parametrize("workflow", ["SA", "MA"])
+def test_the_reward_does_not_change_when_only_the_prose_changes(workflow, tokenizer):
+    """With `extract_factors: json` no reward component, role reward or metric reads a ply's
+    prose: the teacher's plies with prose that contradicts their claims score what the
+    teacher's own do, on every kind of triple."""
+    env = small_env(workflow=workflow)
+    for task in env.tasks("test"):
+        teacher = env.teacher(task, random.Random(0))
+        own, _ = play(env, task, tokenizer, teacher)
+        contradicted, _ = play(env, task, tokenizer, with_prose(teacher, PROSE))
+        assert [p["argument"] for p in contradicted.outcome["plies"]] == [PROSE] * 3
+        assert contradicted.components == own.components, task.gold
+        assert contradicted.role_rewards == own.role_rewards
+        assert contradicted.metrics == own.metrics
+
+
+def shown(prompt, label):
+    """The line of `prompt` after `label` (an earlier ply as a later agent reads it)."""
+    assert label in prompt, label
+    return prompt.split(label, 1)[1].split("\n", 1)[0]
+
+
 def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
     env = small_env(
         workflow="MA",
@@ -124,18 +182,22 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
     )
     task = with_scenario(env, TABLE_1)
     plies = {
-        # cites F4 for c1 and c2 (the analogy), F23 for c2 (c2 lacks it: one hallucination)
+        # the analogy on F4 (true, the plaintiff's whole argument) and a false distinction: F23
+        # is c1's, not c2's. Cited: F4 for c1 and c2, F23 for c2 (c2 lacks it: one
+        # hallucination)
         1: {
-            "argument": "c1 is like c2 on F4 and F23.",
             "abstain": False,
-            "factors": {"c1": ["F4"], "c2": ["F4", "F23"], "c3": []},
-        },  # fmt: skip
+            "analogies": [["F4", "c1", "c2"]],
+            "distinctions": [["F23", "c2", "c1"]],
+            "argument": "c1 is like c2 on F4 and F23.",
+        },
         # abstains although the ply can be argued
         2: {
-            "argument": "TERMINATE: no basis.",
             "abstain": True,
-            "factors": {"c1": [], "c2": [], "c3": []},
-        },  # fmt: skip
+            "analogies": [],
+            "distinctions": [],
+            "argument": "TERMINATE: no basis.",
+        },
         3: "not json at all",
     }
 
@@ -145,12 +207,15 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
 
     trajectory, asked = play(env, task, tokenizer, respond)
     assert [role for role, _ in asked] == ["plaintiff", "defendant", "plaintiff"]
-    # the defendant sees ply 1's text, the rebuttal both earlier plies
-    assert (
-        "Ply 1 (the plaintiff's argument): c1 is like c2 on F4 and F23."
-        in asked[1][1][0]["content"]
+    # the defendant sees ply 1, the rebuttal both earlier plies (each on its own line, its
+    # prose among what is shown)
+    first, second = (
+        "Ply 1 (the plaintiff's argument): ",
+        "Ply 2 (the defendant's counterargument): ",
     )
-    assert "Ply 2 (the defendant's counterargument): TERMINATE: no basis." in asked[2][1][0]["content"]  # fmt: skip
+    assert "c1 is like c2 on F4 and F23." in shown(asked[1][1][0]["content"], first)
+    assert "c1 is like c2 on F4 and F23." in shown(asked[2][1][0]["content"], first)
+    assert "TERMINATE: no basis." in shown(asked[2][1][0]["content"], second)
     # N_gt = 9; cited c1 {F4}, c2 {F4, F23}: N_h = 1, N_util = 2
     assert trajectory.metrics["hallucination_accuracy"] == pytest.approx(1 - 1 / 9)
     assert trajectory.metrics["hallucination_accuracy_extracted"] == pytest.approx(1 - 1 / 3)
@@ -172,10 +237,11 @@ def test_ma_rewards_by_hand_and_each_arguer_gets_its_own_plies(tokenizer):
             "failed_abstention": 0.0,  # every ply of TABLE_1 can be argued: none owes an abstention
         }  # fmt: skip
     )
-    # plaintiff: ply 1 (hallucination 8/9; utilisation 0.5 * its quality: the 2 analogy
-    # citations said of c1 and c2 in one clause, F23 said of c2 outside them: 1 - 1/2; format
+    # plaintiff: ply 1 (hallucination 8/9; utilisation 0.5 * its quality * its 1 part: the
+    # plaintiff's argument is the 1 claim F4 shared by c1 and c2, made (recall 1), and the
+    # false distinction outside it costs 1 claim per claim of the argument: 1 - 1/1 = 0; format
     # 0.2) and ply 3 (nothing: over-abstention -0.6); defendant: ply 2 (over-abstention -0.6)
-    ply1 = 8 / 9 + 0.5 * 0.5 + 0.2
+    ply1 = 8 / 9 + 0.5 * 0.0 * 1 + 0.2
     assert trajectory.role_rewards == pytest.approx(
         {"plaintiff": (ply1 - 0.6) / 2, "defendant": -0.6}
     )
@@ -201,8 +267,8 @@ def rma_script(drafts, verdicts, reviews, revisions=()):
 def test_rma_analyst_forces_termination_and_correction_triggers_one_revision(tokenizer):
     env = small_env(workflow="RMA")
     task = with_scenario(env, TABLE_1)
-    good = json.dumps({"argument": "Grounded.", "abstain": False, "factors": {"c1": ["F4"], "c2": ["F4"], "c3": []}})  # fmt: skip
-    fabricated = json.dumps({"argument": "Made up.", "abstain": False, "factors": {"c1": ["F7"], "c2": [], "c3": []}})  # fmt: skip
+    good = ply_reply([["F4", "c1", "c2"]], [], "Grounded.")
+    fabricated = ply_reply([], [["F7", "c1", "c2"]], "Made up.")  # c1 lacks F7
     respond = rma_script(
         drafts=[good, fabricated, good],
         verdicts=["Fine.\nVALID_ARGUMENT", "F7 is not in c1.\nREQUIRES_CORRECTION", "TERMINATE"],
@@ -238,7 +304,7 @@ def test_an_external_analyst_is_recorded_untrainable_and_its_failure_fails_the_e
     env = small_env(workflow="RMA", analyst="judge", judges=judges, judge_cache_dir=str(tmp_path))
     assert env.roles == ("plaintiff", "defendant")
     task = with_scenario(env, TABLE_1)
-    good = json.dumps({"argument": "Grounded.", "abstain": False, "factors": {"c1": ["F4"], "c2": ["F4"], "c3": []}})  # fmt: skip
+    good = ply_reply([["F4", "c1", "c2"]], [], "Grounded.")
     server = FakeServer({"analyst-model": ["Fine.\nVALID_ARGUMENT\nREVISE: no"]})
     env.__dict__["judge_client"] = JudgeClient(judges, tmp_path, http_client_factory=server.http_client)  # fmt: skip
     trajectory, asked = play(env, task, tokenizer, lambda role, messages: good)
@@ -257,14 +323,20 @@ def test_an_external_analyst_is_recorded_untrainable_and_its_failure_fails_the_e
 
 def test_the_teacher_writes_warm_start_turns_for_every_role(tokenizer):
     env = small_env(workflow="RMA")
-    task = env.tasks("train")[0]
-    trajectory, asked = play(env, task, tokenizer, env.teacher(task, random.Random(0)))
-    assert {role for role, _ in asked} == {"plaintiff", "defendant", "analyst", "polisher"}
-    # every weight on an arguable triple; on one to abstain on, abstention and format only
-    abstaining = env.weights["abstention"] + env.weights["format"]
-    assert trajectory.metrics["verdict_accuracy"] == 1.0 and trajectory.reward == pytest.approx(
-        sum(env.weights.values()) if task.gold["kind"] == "arguable" else abstaining
-    )
+    weights = env.weights
+    for task in env.tasks("train")[:3]:  # one triple of each kind
+        scenario = env.scenario(task)
+        trajectory, asked = play(env, task, tokenizer, env.teacher(task, random.Random(0)))
+        assert {role for role, _ in asked} == {"plaintiff", "defendant", "analyst", "polisher"}
+        assert trajectory.metrics["verdict_accuracy"] == 1.0
+        # An arguable triple (no ply owes an abstention): Acc_H 1 on all three plies, quality 1
+        # times each part of the argument, every ply valid. One whose plies must all abstain:
+        # abstention and format on all three.
+        arguable = weights["hallucination"] + weights["format"]
+        arguable += weights["utilisation"] * argument_parts(scenario)
+        abstaining = weights["abstention"] + weights["format"]
+        expected = arguable if task.gold["kind"] == "arguable" else abstaining
+        assert trajectory.reward == pytest.approx(expected), task.gold
 
 
 def test_options_are_checked_and_splits_come_from_disjoint_seeds():
@@ -324,29 +396,6 @@ def test_a_scenario_file_is_the_test_split(tmp_path):
     assert isinstance(env.tasks("test")[0], Task)
 
 
-def test_the_llm_extractor_path_scores_the_metrics_and_leaves_the_reward_on_the_json(
-    tokenizer, tmp_path
-):
-    judges = [JudgeConfig("http://judge.test/v1", "extractor-model", max_retries=0)]
-    env = small_env(workflow="MA", extract_factors="llm", judges=judges, hallucination_weight=1.0)
-    task = with_scenario(env, TABLE_1)
-    grounded = json.dumps({"argument": "c1 shares F4 with c2.", "abstain": False, "factors": {"c1": ["F4"], "c2": ["F4"], "c3": []}})  # fmt: skip
-    # the extractor reads F23 into c2's list from every ply's prose: one fabricated attribution
-    server = FakeServer(
-        {"extractor-model": ['Here: {"c1": ["F4"], "c2": ["F4", "F23"], "c3": []}']}
-    )
-    env.__dict__["judge_client"] = JudgeClient(judges, tmp_path, http_client_factory=server.http_client)  # fmt: skip
-    trajectory, _ = play(env, task, tokenizer, lambda role, messages: grounded)
-    assert len(server.requests) == 1  # the three plies' prose is the same: cached after the first
-    extractor = [turn for turn in trajectory.turns if turn.role == "extractor"]
-    assert len(extractor) == 3 and not any(turn.trainable for turn in extractor)
-    assert trajectory.metrics["hallucination_accuracy"] == pytest.approx(1 - 1 / 9)
-    # The reward reads the plies' JSON, which fabricates nothing: full Acc_H on the two plies that
-    # argue rightly (the plaintiff's analogy, and the rebuttal reinforcing it); the defendant's
-    # copy of the plaintiff's analogy argues the other side's case and earns nothing.
-    assert trajectory.components["hallucination"] == pytest.approx(2 / 3)
-
-
 def test_each_split_is_generated_on_first_use_only(monkeypatch):
     import lexrl.envs.argument.env as argument_env
 
@@ -376,7 +425,16 @@ def test_each_split_is_generated_on_first_use_only(monkeypatch):
         env.tasks("dev")
 
 
-@pytest.mark.parametrize("silence", ["", "I am not sure.", '{"argument": "", "abstain": false}'])
+@pytest.mark.parametrize(
+    "silence",
+    [
+        "",
+        "I am not sure.",
+        '{"argument": "", "abstain": false}',
+        # prose without a claim: nothing in the reward reads it
+        ply_reply([], [], "c1 is like c2 on F4, so c1 should be decided for the plaintiff."),
+    ],
+)
 def test_a_ply_that_says_nothing_earns_no_more_than_any_wrong_decision(silence):
     """Saying nothing is wrong on both kinds of triple: where the plies can be argued it pays
     the over-abstention penalty as an abstention does, where they must abstain the
@@ -385,8 +443,9 @@ def test_a_ply_that_says_nothing_earns_no_more_than_any_wrong_decision(silence):
     must_abstain = dataclasses.replace(TABLE_1, kind="mismatched", c2_outcome="D", c3_outcome="P")
     weights = dict.fromkeys(COMPONENTS, 1.0) | {"over_abstention": -0.5, "failed_abstention": -2}
     nothing = parse_ply(silence)
-    abstain = parse_ply('{"argument": "TERMINATE", "abstain": true, "factors": {}}')
-    argue = parse_ply('{"argument": "c1 is like c2.", "abstain": false, "factors": {}}')
+    abstain = parse_ply(ply_reply([], [], "TERMINATE", abstain=True))
+    # an argument on a false analogy (c1 lacks F2): it argues, and wrongly, on every ply
+    argue = parse_ply(ply_reply([["F2", "c1", "c2"]], [], "c1 is like c2."))
 
     def reward(scenario, ply):
         return sum(weighted(triple_components(scenario, [ply] * 3), weights).values())

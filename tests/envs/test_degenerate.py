@@ -124,15 +124,18 @@ def test_argument_always_abstain_earns_the_abstentions_it_owes(tokenizer):
 def test_argument_never_abstaining_pays_for_each_abstention_it_owes(tokenizer):
     env = penalised_argument_env()
     tasks = env.tasks("test")
-    played = play(env, tasks, tokenizer, "never_abstain_uncited")
+    played = play(env, tasks, tokenizer, "never_abstain_claiming_nothing")
     owing = 0
     for task, trajectory in zip(tasks, played, strict=True):
         owed = sum(task.gold["abstain"]) / 3
         owing += owed > 0
-        # It cites nothing, so it argues no citation and no ply decides rightly: nothing earns,
-        # and every ply that owed an abstention pays the failed-abstention penalty.
+        # It claims nothing, so no ply decides rightly and nothing earns: every ply that owed an
+        # abstention pays the failed-abstention penalty (2 per share of plies), and every other
+        # one, arguing nothing where it can argue, the over-abstention penalty (0.5 per share):
+        # its prose alone is saying nothing.
         assert trajectory.components == pytest.approx(
-            dict.fromkeys(env.weights, 0.0) | {"failed_abstention": -2.0 * owed}
+            dict.fromkeys(env.weights, 0.0)
+            | {"failed_abstention": -2.0 * owed, "over_abstention": -0.5 * (1 - owed)}
         )
     assert owing >= 6  # the mismatched and non-arguable triples, at least
 
