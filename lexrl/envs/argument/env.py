@@ -3,8 +3,9 @@
 
 Three trade-secret cases given as CATO factors: c1 (undecided), c2 and c3 (precedents with their
 outcomes). The agents write the plaintiff's argument, the defendant's counterargument and the
-plaintiff's rebuttal, each as JSON `{"argument", "abstain", "factors": {"c1": [...], ...}}`, or
-abstain (`TERMINATE: why`) where the ply cannot be grounded. One policy plays every agent:
+plaintiff's rebuttal, each as JSON stating its claims, `{"abstain", "analogies": [[factor, case,
+case], ...], "distinctions": [[factor, case that has it, case that lacks it], ...], "argument"}`,
+or abstain (`TERMINATE: why`) where the ply cannot be grounded. One policy plays every agent:
 
 - `SA` / `SA-EP`: the `single` role writes the three plies in one call (SA-EP with explicit
   abstention and factor-use rules);
@@ -22,7 +23,7 @@ gets its own reward (`Trajectory.role_rewards`): the arguers the score of the pl
 the analyst the share of its verdicts a correct analyst would give
 (`teacher.correct_verdict`), the polisher the share of its revise decisions that agree with
 that verdict. Departure from the paper: the analyst's factor list is not asked for, because the
-ply's own JSON already lists its factors.
+ply's own claims already name their factors and cases.
 """
 
 from __future__ import annotations

@@ -186,9 +186,10 @@ class ArgumentEnvConfig(EnvConfig):
     """Reward taken per share of plies that do not abstain where they must: the manipulation of
     Zhang and Ashley 2025, sec. 1, an argument where none can be grounded (the failures its
     "successful abstention" counts, sec. 4.4). Equal to `abstention_weight`, so arguing every
-    ply of a triple that must abstain costs the triple as much as the teacher's argument earns
-    on an arguable one (`utilisation_weight`): a wrong decision costs what a wrong citation set
-    does, and a policy that never abstains earns about a tenth of the teacher's reward. The
+    ply of a triple that must abstain loses the triple's credit and as much again. On the CPU
+    demo's held-out triples the rule that argues as CATO does and never abstains earns 36% of
+    the teacher's reward (always abstaining: 28%); within a GRPO group, where every episode
+    plays one triple, the penalty's size against the abstention credit is what counts. The
     counterpart of `over_abstention_penalty`; the teacher and every rule that decides rightly
     never pay it."""
 

@@ -39,23 +39,24 @@ _REVISE = re.compile(r"^[\s*#>_-]*REVISE\s*:[\s*_]*(yes|no)\b.*$", re.IGNORECASE
 
 CASE_NAMES = {
     "c1": "c1",
-    "input case": "c1",
-    "input_case": "c1",
-    "current case": "c1",
+    "inputcase": "c1",
+    "currentcase": "c1",
     "c2": "c2",
     "tsc1": "c2",
     "c3": "c3",
     "tsc2": "c3",
 }
 """Case names as lexrl's prompts write them (c1, c2, c3) and as the authors' code and distiller
-do ("Input Case", "TSC1", "TSC2"; Zhang and Ashley 2025, Appendix A), lower-cased."""
+do ("Input Case", "TSC1", "TSC2"; Zhang and Ashley 2025, Appendix A), lower-cased, without
+spaces, hyphens or underscores ("TSC-1" is "tsc1")."""
 
 
 def normalise_case(name: object) -> str | None:
-    """ "c1", "c2" or "c3" for a case name in either naming, any case; None for anything else."""
+    """ "c1", "c2" or "c3" for a case name in either naming, any case, spaced or hyphenated;
+    None for anything else."""
     if not isinstance(name, str):
         return None
-    return CASE_NAMES.get(" ".join(name.strip().lower().split()))
+    return CASE_NAMES.get(re.sub(r"[\s_-]+", "", name.lower()))
 
 
 @dataclass(frozen=True, order=True)
@@ -193,7 +194,8 @@ def _factor_lists(value: object, problems: list[str]) -> tuple[dict[str, tuple[s
     by_case = {normalise_case(key): items for key, items in value.items()}
     factors, well_typed = {}, True
     for case in CASES:
-        items = by_case.get(case)
+        # A case the object leaves out, beside others it names, has nothing cited for it.
+        items = by_case.get(case, [] if set(by_case) & set(CASES) else None)
         if not isinstance(items, list):
             problems.append(f"`{case}` is missing or not a list")
             well_typed, items = False, []

@@ -7,10 +7,10 @@ paper's: only the reward is gated.
 The paper's goal (sec. 1) is a model that argues from the cases' factors where an argument can
 be grounded and abstains where it cannot, fabricating nothing either way. Each part of that task
 counts, and a policy that skips any one of them (deciding, abstaining where it must, arguing
-where it can, citing with the right side, comparing the cases) earns at most about half of the
-teacher's reward at the default weights (`lexrl audit`):
-- a ply that must abstain (`expected_abstentions`) is right when it abstains citing no factor
-  its case lacks (a fabricated reason is manipulation too, sec. 1);
+where it can, claiming with the right side, comparing the cases, making one ply's distinction)
+earns at most 60% of the teacher's reward at the default weights (`lexrl audit`):
+- a ply that must abstain (`expected_abstentions`) is right when it abstains claiming nothing
+  false (a fabricated reason is manipulation too, sec. 1);
 - a ply that can be argued is right when it argues, making at least one true claim of its CATO
   argument (`grounding.citation_parts`: an analogy of c1 and the precedent on a shared factor of
   its side, a distinction of one from the other, sec. 3.1 and 4.1);
