@@ -35,8 +35,8 @@ for the cases the prompt prints (`prompt_teacher_plies`) and change one thing:
 - `outcome_only_*`: argue when the precedent was decided for the ply's side, shared factors
   unread;
 - `random_decision_*`: argue or abstain at random, per ply;
-- `copy_previous_ply`: repeat the last ply the message shows (the other agent's), the first ply
-  written by the shared-factor rule.
+- `copy_previous_ply`: repeat the last ply the message shows (the other agent's prose), the first
+  ply written by the shared-factor rule.
 """
 
 from __future__ import annotations
@@ -100,6 +100,7 @@ _CASE_LINE = re.compile(
 _FACTOR_ID = re.compile(r"\bF\d+\b")
 _WINNER = re.compile(r"\b(c[23]) \(precedent\) was decided for the (\w+)")
 _FACTOR_ROW = re.compile(r"\b(F\d+)\b[^;:\n]*? (c1|-) (c[23]|-) (c[23]|-)(?=;|$)", re.M)
+_CASES_FIRST_ROW = re.compile(r"(?:^|: |; )(c1|-) (c[23]|-) (c[23]|-) (F\d+)\b", re.M)
 _PLY_REQUEST = re.compile(r"Write ply (\d) of 3")
 _EARLIER_PLY = re.compile(r"^Ply \d \([^)]*\): (.*)$", re.M)
 _PRECEDENT = ("c2", "c3", "c2")
@@ -113,7 +114,10 @@ def read_cases(prompt: str) -> tuple[dict[str, list[str]], dict[str, str]]:
     factors, winners = {}, dict(_WINNER.findall(prompt))
     if winners:  # `factor_layout: by_factor` or `by_factor_arguer`
         factors = {case: [] for case in CASES}
-        for factor, *cells in _FACTOR_ROW.findall(prompt):
+        rows = _FACTOR_ROW.findall(prompt) or [
+            (factor, *cells) for *cells, factor in _CASES_FIRST_ROW.findall(prompt)
+        ]
+        for factor, *cells in rows:
             for case in cells:
                 if case != "-":
                     factors[case].append(factor)
@@ -301,8 +305,8 @@ def _never_compares(index: int, factors: dict, winners: dict, rng: random.Random
 
 
 def _copy_previous(task: Task, rng: random.Random) -> Teacher:
-    """The last ply the message shows (the other agent's JSON), verbatim; the first ply by the
-    shared rule."""
+    """The last ply the message shows, its prose verbatim as this ply's prose, abstaining when it
+    says TERMINATE; the first ply by the shared rule."""
     first = _ruled(_rule, "shared")(task, rng)
 
     def respond(role: str, messages: Messages) -> str:
@@ -310,7 +314,7 @@ def _copy_previous(task: Task, rng: random.Random) -> Teacher:
         earlier = _EARLIER_PLY.findall(prompt)
         if role in REVIEWS or role == "single" or not earlier:
             return first(role, messages)
-        return earlier[-1]
+        return json.dumps(_ply("TERMINATE" in earlier[-1], text=earlier[-1]))
 
     return respond
 

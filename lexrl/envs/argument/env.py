@@ -55,7 +55,6 @@ from lexrl.envs.argument.parsing import (
     parse_review,
     parse_three_plies,
     parse_verdict,
-    ply_json,
 )
 from lexrl.envs.argument.reward import (
     COMPONENTS,
@@ -183,8 +182,8 @@ def render_cases(
             )
         return "; ".join(f"{named(f)} ({_FAVOURS[FACTORS[f].favors]})" for f in ids)
 
-    if layout == "by_factor":
-        return by_factor(inputs, named)
+    if layout in ("by_factor", "by_factor_cases_first"):
+        return by_factor(inputs, named, cases_first=layout == "by_factor_cases_first")
     if layout == "by_factor_arguer":
         return by_factor(inputs, named, arguer_columns(ply))
     return (
@@ -202,17 +201,25 @@ def arguer_columns(ply: int | None) -> tuple[str, ...]:
 
 
 def by_factor(
-    inputs: dict[str, Any], named: Callable[[str], str], columns: tuple[str, ...] | None = None
+    inputs: dict[str, Any],
+    named: Callable[[str], str],
+    columns: tuple[str, ...] | None = None,
+    cases_first: bool = False,
 ) -> str:
     """The cases transposed: each factor any case has, under its side in number order, then the
     cases that have it in fixed columns, "F4 c1 c2 -", so whether two cases share a factor is
     read from one row instead of looked up from one list in another. With `columns` the columns
     come in that order and each side's heading names it: "pro-defendant factors (c1 c3 c2):
-    F5 c1 c3 -"."""
+    F5 c1 c3 -". With `cases_first` the cells come before the id: "c1 c2 - F4"."""
     order = columns or CASES
+
+    def row(f: str) -> str:
+        cells = " ".join(case if f in inputs[case] else "-" for case in order)
+        return f"{cells} {named(f)}" if cases_first else f"{named(f)} {cells}"
+
     rows = {
         side: [
-            f"{named(f)} " + " ".join(case if f in inputs[case] else "-" for case in order)
+            row(f)
             for f in sorted(set().union(*(inputs[case] for case in CASES)), key=factor_number)
             if FACTORS[f].favors == side
         ]
@@ -707,9 +714,9 @@ def distiller_metrics(scenario: Scenario, distilled: list[ParsedPly | None]) -> 
 
 
 def _text(record: PlyRecord) -> str:
-    """A finished ply as the later agents read it: its decision, claims and prose
-    (`parsing.ply_json`)."""
-    return ply_json(record.final)
+    """A finished ply as the later agents read it: its prose (shown its claims as JSON instead,
+    the demo's 2-layer defendant copied the plaintiff's analogies: docs/benchmarks.md)."""
+    return record.final.argument or record.revision or record.draft
 
 
 def _interleave(scenarios: list[Scenario], kinds: int) -> list[Scenario]:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 WORKFLOWS = ("SA", "SA-EP", "MA", "RMA")
 KINDS = ("arguable", "mismatched", "non_arguable")
 """The scenario kinds of a triple (Zhang and Ashley 2025, sec. 4.2)."""
-FACTOR_LAYOUTS = ("inline", "by_side", "by_factor", "by_factor_arguer")
+FACTOR_LAYOUTS = ("inline", "by_side", "by_factor", "by_factor_arguer", "by_factor_cases_first")
 REASONING = ("none", "checklist")
 GENERATORS = ("authors", "anchored")
 """How generated triples are drawn (`lexrl.envs.argument.scenarios`): the authors' generator
@@ -81,7 +81,12 @@ class ArgumentEnvConfig(EnvConfig):
     `by_factor_arguer`: as `by_factor`, the columns in the order of the ply's arguer, c1 then
     its own precedent, named in each side's heading: the defendant reads "pro-defendant factors
     (c1 c3 c2): F5 c1 c3 -", so the factors it analogises on are two adjacent cells, as the
-    plaintiff's are in "F4 c1 c2 -"."""
+    plaintiff's are in "F4 c1 c2 -".
+    `by_factor_cases_first`: as `by_factor`, each row's cases before its id, "pro-plaintiff
+    factors: c1 c2 - F4; c1 - - F6": in a causal model the id then follows the cells that say
+    which cases have it, so a claim's factor is found where the row's cases match (after the
+    id, the cells are out of the id's sight; docs/benchmarks.md compares the two on the
+    demo)."""
     reasoning: str = "none"
     """What an arguer writes before its JSON: `none`, or `checklist`, a `<think>` block that
     checks each of c1's factors on its side against its precedent, one at a time, before it

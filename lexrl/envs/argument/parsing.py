@@ -103,15 +103,6 @@ def ply_object(abstain: bool, claims: Iterable[Claim], argument: str) -> dict:
     }
 
 
-def ply_json(ply: ParsedPly) -> str:
-    """A parsed ply as compact JSON (`ply_object`): how a later ply's agent reads it, so that
-    the rebuttal can reinforce the analogies the plaintiff claimed and answer the defendant's
-    distinctions. A ply read by a distiller (no claims) shows none."""
-    return json.dumps(
-        ply_object(ply.abstain, ply.claims or (), ply.argument), separators=(",", ":")
-    )
-
-
 def claimed_factors(claims: tuple[Claim, ...]) -> dict[str, tuple[str, ...]]:
     """Case -> the factor ids the claims cite for it (an analogy for both cases, a distinction
     for the case that has the factor), sorted by number, without repeats."""
