@@ -7,8 +7,8 @@ Reads each run's `eval_before.jsonl` (or the one `--before` names) and `eval_aft
 by `lexrl train` with `run.eval_before` and `run.eval_after`), pairs them task by task
 (`lexrl.eval.before_after`), and plays the env's degenerate policies on the same held-out tasks
 under the config's token cap, as `lexrl audit` does, to pair the trained policy with each of them
-(`degenerate_gain.against_each`). Prints Markdown: per seed the reward and `task_score` before and
-after, the right-decision rate per kind and its paired change, the separation `argues_arguable -
+(`degenerate_gain.against_each`). Prints Markdown: per seed the reward, `task_score` and
+`task_score_with_distinctions` before and after, the right-decision rate per kind and its paired change, the separation `argues_arguable -
 argues_non_arguable` with the 95% interval of its change (the two kinds' paired changes resampled
 each over its own triples), and how many degenerate policies the trained policy beats with 95%
 confidence, paired; then a row per degenerate policy with each run's paired reward difference
@@ -89,10 +89,11 @@ def main() -> None:
     ).values()
     keys = ("reward", *env.episode_metrics)
     print(
-        "| run | reward | task_score | right decisions: arguable | mismatched | non-arguable "
-        "| separation | beats each degenerate policy (reward) | (task_score) |"
+        "| run | reward | task_score | task_score_with_distinctions | right decisions: arguable "
+        "| mismatched | non-arguable | separation | beats each degenerate policy (reward) "
+        "| (task_score) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     not_beaten, verdicts = {}, {}
     shared_before = read_task_means(args.before, keys)[""] if args.before else None
     for run in args.runs:
@@ -104,7 +105,10 @@ def main() -> None:
         after = read_task_means(run / "eval_after.jsonl", keys)[""]
         changes = {c.metric: c for c in paired_changes(before, after, keys)}
         sep_before, sep_after, sep = separation_change(before, after)
-        cells = [change_text(changes[m]) for m in ("reward", "task_score")]
+        cells = [
+            change_text(changes[m])
+            for m in ("reward", "task_score", "task_score_with_distinctions")
+        ]
         cells += [change_text(changes[f"right_decision_{kind}"]) for kind in KINDS]
         cells.append(
             f"{sep_before:+.3f} -> {sep_after:+.3f} "

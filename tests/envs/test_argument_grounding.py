@@ -135,11 +135,13 @@ def test_the_teachers_plies_are_quality_1_and_each_part_is_needed():
                     assert argument_quality(scenario, index, parsed(skipped)) == 0.0, scenario
 
 
-def test_half_a_part_is_half_the_quality():
+def test_a_part_made_in_part_earns_the_square_of_its_recall():
     # The defendant's distinction of c2 has 3 claims; without F23 its recall is 2/3, the
-    # analogy's 1: quality min(2/3, 1) = 2/3.
+    # analogy's 1: quality min(2/3, 1)^2 = 4/9; with F2 alone, (1/3)^2 = 1/9.
     defendant = TEACHER[1] | {"distinctions": [["F2", "c2", "c1"], ["F5", "c1", "c2"]]}
-    assert argument_quality(TABLE_1, 1, parsed(defendant)) == pytest.approx(2 / 3)
+    assert argument_quality(TABLE_1, 1, parsed(defendant)) == pytest.approx(4 / 9)
+    defendant = TEACHER[1] | {"distinctions": [["F2", "c2", "c1"]]}
+    assert argument_quality(TABLE_1, 1, parsed(defendant)) == pytest.approx(1 / 9)
 
 
 def test_the_teachers_triple_on_table_1_earns_the_reward_derived_by_hand():
@@ -331,19 +333,20 @@ def test_a_distiller_read_ply_is_scored_by_its_factor_lists():
     assert argument_quality(TABLE_1, 0, listed(c1=["F4"], c2=["F4"])) == 1.0
     # F16 is c2's but favours the defendant: 1 citation outside the analogy's 2 costs 1/2.
     assert argument_quality(TABLE_1, 0, listed(c1=["F4"], c2=["F4", "F16"])) == 0.5
-    assert argument_quality(TABLE_1, 0, listed(c1=["F4"])) == 0.5  # recall 1/2
+    assert argument_quality(TABLE_1, 0, listed(c1=["F4"])) == 0.25  # recall 1/2, squared
     assert argument_quality(TABLE_1, 0, listed(abstain=True, c1=["F4"], c2=["F4"])) == 0.0
     # The defendant: c1 F5, F23, c2 F2 (the distinction), c3 F5 (the analogy) cited.
     defendant = listed(c1=["F5", "F23"], c2=["F2"], c3=["F5"])
     assert argument_quality(TABLE_1, 1, defendant) == 1.0
     # The analogy to c3 alone: lists cannot tell c1's F5 of the analogy from c1's F5 of the
-    # distinction of c2 (which lacks it), so the distinction counts 1 of its 3 citations.
-    assert argument_quality(TABLE_1, 1, listed(c1=["F5"], c3=["F5"])) == pytest.approx(1 / 3)
+    # distinction of c2 (which lacks it), so the distinction counts 1 of its 3 citations:
+    # (1/3)^2.
+    assert argument_quality(TABLE_1, 1, listed(c1=["F5"], c3=["F5"])) == pytest.approx(1 / 9)
     assert argument_quality(TABLE_1, 1, listed(c1=["F23"], c2=["F2"])) == 0.0  # no analogy
     # Without c1's F23: the distinction's citations (c2 F2, c1 F5, c1 F23) 2 of 3 cited, the
-    # analogy's (c1 F5, c3 F5) both, nothing outside: min(2/3, 1).
+    # analogy's (c1 F5, c3 F5) both, nothing outside: min(2/3, 1)^2.
     cited = {("c1", "F5"), ("c3", "F5"), ("c2", "F2")}
-    assert citation_quality(citation_parts(TABLE_1, 1), cited) == pytest.approx(2 / 3)
+    assert citation_quality(citation_parts(TABLE_1, 1), cited) == pytest.approx(4 / 9)
     assert fabrications(TABLE_1, listed(c1=["F4"], c2=["F5"])) == ["F5 for c2"]
     assert argues_grounded(TABLE_1, 0, listed(c2=["F4"]))
     assert not argues_grounded(TABLE_1, 0, listed(c3=["F5"]))

@@ -21,6 +21,10 @@ for the cases the prompt prints (`prompt_teacher_plies`) and change one thing:
   factor said to have it);
 - `cato_with_every_factor_claimed`: the teacher's claims and an analogy on every factor of c1
   with the ply's precedent, shared or not (over-claiming, unchecked);
+- `cato_first_claim_of_each_kind`: the teacher's plies, only their first analogy and first
+  distinction (the argument's shape, one claim deep);
+- `cato_decisions_every_true_claim`: the teacher's decisions, every true claim about c1 and the
+  ply's precedent, both sides (checked, over-claimed);
 - `cato_never_abstains`: the teacher's plies where it argues, an analogy on the shared factors of
   the ply's side (or c1's own factors with the precedent, unchecked) where it abstains;
 - `cato_abstains_on_the_rebuttal`: the teacher's plies, the rebuttal always abstaining;
@@ -283,6 +287,24 @@ def _every_factor_claimed(index: int, ply: dict, factors: dict, winners: dict) -
     return ply | {"analogies": ply["analogies"] + [c for c in extra if c not in ply["analogies"]]}
 
 
+def _first_of_each(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    """Only the first analogy and the first distinction: the argument's shape, one claim deep."""
+    return ply | {"analogies": ply["analogies"][:1], "distinctions": ply["distinctions"][:1]}
+
+
+def _every_true_claim(index: int, ply: dict, factors: dict, winners: dict) -> dict:
+    """Every true claim about c1 and the ply's precedent, either side: each shared factor as an
+    analogy, each factor one of them lacks as a distinction."""
+    precedent = _PRECEDENT[index]
+    c1, other = factors.get("c1", []), factors.get(precedent, [])
+    return _ply(
+        False,
+        [[f, "c1", precedent] for f in c1 if f in other],
+        [[f, "c1", precedent] for f in c1 if f not in other]
+        + [[f, precedent, "c1"] for f in other if f not in c1],
+    )
+
+
 def _never_abstains(index: int, factors: dict, winners: dict, rng: random.Random) -> dict:
     ply = prompt_teacher_plies(factors, winners)[index]
     return _analogy(index, factors) if ply["abstain"] else ply
@@ -336,6 +358,8 @@ def argument_policies() -> dict[str, PolicyFactory]:
         "cato_asserted_and_denied": _cato(_asserted_and_denied),
         "cato_reversed_distinctions": _cato(_reversed),
         "cato_with_every_factor_claimed": _cato(_every_factor_claimed),
+        "cato_first_claim_of_each_kind": _cato(_first_of_each),
+        "cato_decisions_every_true_claim": _cato(_every_true_claim),
         "cato_never_abstains": _from_prompt(_never_abstains),
         "cato_abstains_on_the_rebuttal": _from_prompt(_abstains_on_the_rebuttal),
         "cato_decisions_claiming_the_other_side": _cato(_other_side),
