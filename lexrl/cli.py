@@ -22,6 +22,7 @@ from lexrl.errors import (
     EXIT_CODES,
     CheckpointError,
     LexrlError,
+    RunFolderError,
     bug_report_address,
 )
 from lexrl.secrets import scrub
@@ -335,8 +336,9 @@ def _evaluate(config: Config, checkpoint: str | None) -> None:
 
 
 def _plan(config: Config, args: argparse.Namespace) -> None:
+    from lexrl.errors import PlanError
     from lexrl.train.plan import MAX_GPUS, gpu_for
-    from lexrl.train.plan_report import PlanError, make_plan, plan_json, render, token_profile
+    from lexrl.train.plan_report import make_plan, plan_json, render, token_profile
 
     for flag, value in (("--episodes", args.episodes), ("--turns", args.turns)):
         if value < 1:
@@ -369,8 +371,8 @@ def _audit(config: Config, args: argparse.Namespace) -> None:
     at the config's token caps with its tokenizer (unless `--no-cap`); print the table (and the
     rows as JSON)."""
     from lexrl.envs import make_env
+    from lexrl.errors import ModelUnavailable
     from lexrl.eval.audit import audit, markdown
-    from lexrl.hub import ModelUnavailable
 
     if args.max_tasks is not None and args.max_tasks < 1:
         raise ConfigError(f"--max-tasks {args.max_tasks}: give at least 1")
@@ -492,13 +494,6 @@ def _index(config: Config) -> None:
             ensure_ascii=False,
         )
     )
-
-
-class RunFolderError(LexrlError):
-    """`run.output_dir` cannot hold a run's files: it is a file, lies under one, or cannot be
-    created or written."""
-
-    kind = "run folder"
 
 
 def check_output_dir(output_dir: str) -> None:
@@ -682,8 +677,8 @@ def _run(argv: list[str] | None) -> None:
     elif args.command == "rollout":
         import torch
 
+        from lexrl.policy import Policy
         from lexrl.rollout.engine import run_groups
-        from lexrl.rollout.policy import Policy
 
         if args.out is None:
             check_output_dir(config.run.output_dir)

@@ -10,6 +10,7 @@ nothing of lexrl, so every layer may raise these.
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EDQUOT})
 """A write that fails with one of these failed for want of room or permission on the disk, never
@@ -90,5 +91,112 @@ class CacheUnwritable(LexrlError):
 class RunHalted(LexrlError):
     """A run stopped because it could not go on usefully (every episode failing for
     `run.max_failed_steps` steps); its last checkpoint is written."""
+
+    kind = "run"
+
+
+class DatasetError(LexrlError, ValueError):
+    """A dataset file is missing or malformed; the message names the file and line."""
+
+    kind = "data"
+
+
+class ScenarioError(DatasetError):
+    """A scenario file line is malformed; the message names the file, the line and the field."""
+
+
+class ReportError(LexrlError, ValueError):
+    """A report file is missing, unreadable or not an evaluation report; the message names it
+    and the key."""
+
+    kind = "data"
+
+
+class EndpointError(LexrlError, RuntimeError):
+    """A served model failed after the retries; the message names the URL and the reply."""
+
+    kind = "endpoint"
+
+
+class EpisodeCallFailed(LexrlError, RuntimeError):
+    """A policy call that failed after the client's retries (a remote endpoint down or
+    answering errors): it costs its episode, which the engine records as failed, not the run."""
+
+    kind = "endpoint"
+
+
+class ModelUnavailable(LexrlError, RuntimeError):
+    """A configured model is neither a local folder nor reachable on the Hub (one-line message)."""
+
+    kind = "model"
+
+
+class PlanError(LexrlError, ValueError):
+    """The plan cannot be made (unknown model shape, unreadable trajectories)."""
+
+    kind = "plan"
+
+
+class RunFolderError(LexrlError):
+    """`run.output_dir` cannot hold a run's files: it is a file, lies under one, or cannot be
+    created or written."""
+
+    kind = "run folder"
+
+
+class RunFolderTaken(LexrlError):
+    """`run.output_dir` holds another run's checkpoints or logged steps and this run does not
+    resume it; the message names the folder, what it holds and both ways on."""
+
+    kind = "run folder"
+
+
+class PartialOfOtherSettings(LexrlError):
+    """A `PARTIAL_FILE` was written under other settings than the evaluation asked for now."""
+
+    kind = "run folder"
+
+
+class CheckpointNotWritten(CheckpointError, OSError):
+    """A checkpoint write that failed. Still an `OSError` with the errno of the cause, for the
+    callers that tell a full disk from other failures."""
+
+    def __str__(self) -> str:
+        # OSError's own str prefixes "[Errno N] ", noise in the CLI's one-line message.
+        return str(self.strerror)
+
+
+class DamagedCheckpoint(CheckpointError):
+    """A checkpoint whose files do not match its manifest (or that has none). `reason` names the
+    file and what is wrong with it, for a `skipped <checkpoint>: <reason>` line."""
+
+    def __init__(self, checkpoint: Path, reason: str) -> None:
+        self.checkpoint = Path(checkpoint)
+        self.reason = reason
+        super().__init__(
+            f"checkpoint {checkpoint} is damaged: {reason}; use an earlier checkpoint "
+            "(`--run.resume true` skips damaged ones by itself)"
+        )
+
+
+class EvaluationInterrupted(LexrlError):
+    """SIGTERM or SIGINT stopped an evaluation; what it had evaluated is in its `PARTIAL_FILE`,
+    and the same command continues from there. Exits 128 + the signal's number, as a process
+    the signal had killed would (130 for SIGINT, 143 for SIGTERM)."""
+
+    kind = "run"
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class EvaluationFailed(LexrlError):
+    """Too many episodes of an evaluation failed for its means to stand for the policy
+    (`eval.max_failed_share`); its report is written, with the failed count beside every mean."""
 
     kind = "run"

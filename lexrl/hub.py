@@ -11,13 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from lexrl.errors import LexrlError
-
-
-class ModelUnavailable(LexrlError, RuntimeError):
-    """A configured model is neither a local folder nor reachable on the Hub (one-line message)."""
-
-    kind = "model"
+from lexrl.errors import ModelUnavailable
 
 
 def offline() -> bool:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lexrl.envs.data import DatasetError
+from lexrl.errors import DatasetError
 
 T = TypeVar("T")
 

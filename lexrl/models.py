@@ -44,7 +44,8 @@ from transformers import (
 
 from lexrl.cache_entry import build_once
 from lexrl.config import LoraConfig, ModelConfig
-from lexrl.hub import ModelUnavailable, loading
+from lexrl.errors import ModelUnavailable
+from lexrl.hub import loading
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 

@@ -124,9 +124,10 @@ import random
 from importlib import resources
 
 from lexrl.envs.base import Env, prompt_text
-from lexrl.envs.data import DatasetError, read_jsonl_lines
-from lexrl.envs.degenerate import PolicyFactory, constant, generic_policies
-from lexrl.rollout.policy import Messages, Policy, Teacher
+from lexrl.envs.data import read_jsonl_lines
+from lexrl.envs.degenerate import TeacherFactory, constant, generic_policies
+from lexrl.errors import DatasetError
+from lexrl.policy import Messages, Policy, Teacher
 from lexrl.types import Task, Trajectory
 
 from $name.options import $config_class
@@ -199,7 +200,7 @@ class $env_class(Env):
 
         return respond
 
-    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+    def degenerate_policies(self) -> dict[str, TeacherFactory]:
         return {
             **generic_policies(),
             "always_yes": constant("Answer: yes"),
@@ -291,8 +292,8 @@ import random
 
 import pytest
 from lexrl.config import load_config
-from lexrl.envs.data import DatasetError
-from lexrl.rollout.policy import ScriptedPolicy
+from lexrl.errors import DatasetError
+from lexrl.policy import ScriptedPolicy
 
 from $name.env import load_tasks
 from $name.options import $config_class

@@ -39,7 +39,7 @@ from lexrl.envs.argument.grounding import argument_quality
 from lexrl.envs.argument.parsing import parse_ply
 from lexrl.envs.base import Env
 from lexrl.models import load_base, tiny_model_dir
-from lexrl.rollout.policy import ScriptedPolicy
+from lexrl.policy import ScriptedPolicy
 from lexrl.train.advantages import Row
 from lexrl.train.warmstart import supervised_finetune
 from lexrl.types import Task

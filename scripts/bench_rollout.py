@@ -17,9 +17,9 @@ from transformers import PreTrainedTokenizerBase
 
 from lexrl.config import load_config
 from lexrl.envs.base import Env
+from lexrl.policy import Policy
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.hf_backend import HFBackend
-from lexrl.rollout.policy import Policy
 from lexrl.train.trainer import build_policy
 from lexrl.types import Task
 

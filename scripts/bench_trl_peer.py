@@ -82,7 +82,7 @@ if TYPE_CHECKING:
 
     from lexrl.config import Config
     from lexrl.envs.base import Env
-    from lexrl.rollout.policy import Messages
+    from lexrl.policy import Messages
 
 SYSTEMS = ("trl", "lexrl-hf", "lexrl-vllm-engine")
 
@@ -155,7 +155,7 @@ def step_prompts(config: Config, env: Env, tokenizer: PreTrainedTokenizerBase) -
     messages the env itself builds, recorded by playing each episode with an empty answer, with
     the env's prompt ids to check TRL's tokenization against, and the reward's inputs."""
     from lexrl.envs.base import task_at
-    from lexrl.rollout.policy import ScriptedPolicy
+    from lexrl.policy import ScriptedPolicy
 
     class MessageRecorder(ScriptedPolicy):
         conversation: list[dict[str, str]]

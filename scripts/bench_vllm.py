@@ -40,8 +40,8 @@ def main() -> None:
     from vllm.inputs import TokensPrompt
 
     from lexrl.config import load_config
-    from lexrl.rollout.backend import Sampling
-    from lexrl.rollout.policy import render_prompt
+    from lexrl.generation import Sampling
+    from lexrl.policy import render_prompt
     from lexrl.rollout.vllm_engine import VLLMEngineBackend
     from lexrl.train.trainer import build_policy
 

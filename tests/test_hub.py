@@ -1,6 +1,7 @@
 import pytest
 
-from lexrl.hub import ModelUnavailable, loading
+from lexrl.errors import ModelUnavailable
+from lexrl.hub import loading
 
 
 def test_a_hub_failure_becomes_one_line_naming_key_model_and_ways_out(monkeypatch):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from lexrl.config import ModelConfig
-from lexrl.hub import ModelUnavailable
+from lexrl.errors import ModelUnavailable
 from lexrl.models import SMOLLM2, load_base, smollm2_model_dir
 
 

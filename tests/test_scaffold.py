@@ -11,7 +11,7 @@ import pytest
 
 from lexrl.envs.base import Env
 from lexrl.errors import ConfigError
-from lexrl.rollout.policy import Policy
+from lexrl.policy import Policy
 from lexrl.scaffold import DEFAULT_ROLES, SPLITS, contract_tasks, write_env
 from lexrl.types import Task, Trajectory
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from lexrl.cli import main
 from lexrl.config import ConfigError, load_config
-from lexrl.retrieval.endpoints import EndpointError, EndpointReranker
+from lexrl.errors import EndpointError
+from lexrl.retrieval.endpoints import EndpointReranker
 from lexrl.secrets import MASK, is_loopback, redact, resolve_api_key, scrub
 
 KEY = "sk-lexrl-canary-5f3a9c1e7b2d4680"

@@ -10,8 +10,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from lexrl.envs.degenerate import PolicyFactory, generic_policies
-from lexrl.rollout.policy import Policy, Teacher
+from lexrl.envs.degenerate import TeacherFactory, generic_policies
+from lexrl.policy import Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
 
@@ -211,8 +211,8 @@ class Env(ABC):
         the teacher can play, or, when it can play none, the degenerate policies alone."""
         raise NotImplementedError(f"env {self.name!r} has no scripted teacher for warm-start")
 
-    def degenerate_policies(self) -> dict[str, PolicyFactory]:
-        """The cheap strategies a policy could fall into, by name: `PolicyFactory`s making
+    def degenerate_policies(self) -> dict[str, TeacherFactory]:
+        """The cheap strategies a policy could fall into, by name: `TeacherFactory`s making
         scripted teachers whose replies ignore the task's content (the first option, the
         longest answer, an empty reply). `lexrl audit` (on the test split) and `lexrl eval`'s
         degenerate baselines (on the evaluated tasks) play each through `run_episode` and report

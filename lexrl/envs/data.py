@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from lexrl.errors import UNWRITABLE, CacheUnwritable, LexrlError
+from lexrl.errors import UNWRITABLE, CacheUnwritable, DatasetError
 
 T = TypeVar("T")
 S = TypeVar("S", bound=Sized)
@@ -24,12 +24,6 @@ TABLE_FORMATS = {
     ".csv": "csv",
     ".xlsx": "xlsx",
 }
-
-
-class DatasetError(LexrlError, ValueError):
-    """A dataset file is missing or malformed; the message names the file and line."""
-
-    kind = "data"
 
 
 def unwritable_cache(error: BaseException) -> CacheUnwritable | None:

@@ -1,5 +1,5 @@
 """Degenerate policies: cheap strategies a policy could fall into, replies that ignore the task's
-content, as scripted teachers (`lexrl.rollout.policy.Teacher`). `lexrl audit` plays them through
+content, as scripted teachers (`lexrl.policy.Teacher`). `lexrl audit` plays them through
 an env's real workflow and compares their reward with the scripted teacher's, so a reward that a
 content-free policy can earn most of shows up before training finds it.
 
@@ -21,14 +21,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 from lexrl.errors import LexrlError
-from lexrl.rollout.backend import Completion, Sampling
-from lexrl.rollout.policy import Messages, ScriptedPolicy, Teacher, conversation
+from lexrl.generation import Completion, Sampling
+from lexrl.policy import Messages, ScriptedPolicy, Teacher, conversation
 from lexrl.types import Task
 
 if TYPE_CHECKING:
     from lexrl.envs.base import Env
 
-PolicyFactory = Callable[[Task, random.Random], Teacher]
+TeacherFactory = Callable[[Task, random.Random], Teacher]
 """A degenerate policy, as `Env.degenerate_policies` names it: called with the task about to be
 played and an rng (for any random choice; the audit seeds it, so a run repeats), it returns the
 `Teacher` that answers every `chat` of that one episode. `Env.teacher` has the same signature, so
@@ -45,7 +45,7 @@ def last_user_text(messages: Messages) -> str:
     return next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
 
 
-def constant(reply: str) -> PolicyFactory:
+def constant(reply: str) -> TeacherFactory:
     """The same reply in every role, on every task."""
 
     def factory(task: Task, rng: random.Random) -> Teacher:
@@ -59,7 +59,7 @@ def echo(task: Task, rng: random.Random) -> Teacher:
     return lambda role, messages: last_user_text(messages)
 
 
-def generic_policies() -> dict[str, PolicyFactory]:
+def generic_policies() -> dict[str, TeacherFactory]:
     """The degenerate policies that fit any env, by name: `empty` (an empty reply in every role)
     and `echo` (the last user message sent back). `Env.degenerate_policies` returns these by
     default; an env extends them (`{**generic_policies(), ...}`) with the shortcuts its own
@@ -127,7 +127,7 @@ def teachable(env: Env, tasks: list[Task]) -> list[Task]:
     return out
 
 
-def other_task_teacher(env: Env, tasks: list[Task]) -> PolicyFactory:
+def other_task_teacher(env: Env, tasks: list[Task]) -> TeacherFactory:
     """On each task of `tasks`, the teacher of another one in the same role, given the same
     messages: a fluent, well-formed reply about another case. The other task is half the list
     away, not the next one: a split grouped by question (one per system) or sorted by label
@@ -162,7 +162,7 @@ def other_task_teacher(env: Env, tasks: list[Task]) -> PolicyFactory:
     return factory
 
 
-def other_role_teacher(env: Env) -> PolicyFactory:
+def other_role_teacher(env: Env) -> TeacherFactory:
     """Asked in a role, the teacher's reply in another of `env.roles` to the same messages: the
     right task, the wrong job. The other role is the first after it (in order, the last followed
     by the first) whose teacher reply differs from the asked role's own and does not raise: a
@@ -197,7 +197,7 @@ def other_role_teacher(env: Env) -> PolicyFactory:
     return factory
 
 
-def half_teacher(env: Env) -> PolicyFactory:
+def half_teacher(env: Env) -> TeacherFactory:
     """The teacher's reply cut to its first half, by characters: an answer left unfinished."""
 
     def factory(task: Task, rng: random.Random) -> Teacher:
@@ -242,7 +242,7 @@ def common_replies(env: Env, seed: int) -> dict[str, str]:
     return {role: counts.most_common(1)[0][0] for role, counts in seen.items()}
 
 
-def by_role(replies: dict[str, str]) -> PolicyFactory:
+def by_role(replies: dict[str, str]) -> TeacherFactory:
     """A constant reply per role (`replies`), empty in a role it has none for."""
 
     def factory(task: Task, rng: random.Random) -> Teacher:
@@ -253,13 +253,13 @@ def by_role(replies: dict[str, str]) -> PolicyFactory:
 
 def generic_probes(
     env: Env, tasks: list[Task], seed: int
-) -> tuple[dict[str, PolicyFactory], dict[str, str]]:
+) -> tuple[dict[str, TeacherFactory], dict[str, str]]:
     """The probes the audit plays on every env, whatever its `degenerate_policies`, for the
     audited `tasks` (of one split, in order); and the probes left out, each with why. The
     content-free ones fit any env; the others borrow the env's teacher, so an env without one
     (`NotImplementedError`), or one whose teacher raises where a probe plays it, goes without
     them. `common_teacher_reply` plays the teacher on the training split (`common_replies`)."""
-    probes: dict[str, PolicyFactory] = {
+    probes: dict[str, TeacherFactory] = {
         **generic_policies(),
         "unparsable": constant(UNPARSABLE),
         "copy_prompt": copy_prompt,

@@ -17,9 +17,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lexrl.envs.base import Env, EnvPart, task_at
-from lexrl.envs.degenerate import PolicyFactory
+from lexrl.envs.degenerate import TeacherFactory
 from lexrl.errors import ConfigError
-from lexrl.rollout.policy import Policy, Teacher
+from lexrl.policy import Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
 if TYPE_CHECKING:
@@ -120,14 +120,14 @@ class MixtureEnv(Env):
     def teacher(self, task: Task, rng: random.Random) -> Teacher:
         return self.members[self.member_of(task)].teacher(self._originals[task.id], rng)
 
-    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+    def degenerate_policies(self) -> dict[str, TeacherFactory]:
         """The policies every member declares (the generic ones at least), each playing a task
         as its member's policy of that name does. `lexrl audit` audits each member with its own."""
         first, *others = (env.degenerate_policies() for env in self.members.values())
         names = [name for name in first if all(name in other for other in others)]
         return {name: self._forwarded(name) for name in names}
 
-    def _forwarded(self, name: str) -> PolicyFactory:
+    def _forwarded(self, name: str) -> TeacherFactory:
         def factory(task: Task, rng: random.Random) -> Teacher:
             member = self.members[self.member_of(task)]
             return member.degenerate_policies()[name](self._originals[task.id], rng)

@@ -30,9 +30,9 @@ from transformers import PreTrainedTokenizerBase
 from lexrl.envs.base import Env
 from lexrl.envs.degenerate import (
     CONTENT_FREE,
-    PolicyFactory,
     ProbePolicy,
     ProbeUnplayable,
+    TeacherFactory,
     generic_probes,
     teachable,
 )
@@ -125,7 +125,7 @@ def play(
     env: Env,
     tasks: list[Task],
     tokenizer: PreTrainedTokenizerBase | None,
-    factory: PolicyFactory,
+    factory: TeacherFactory,
     seed: int,
     max_new_tokens: int | None = None,
 ) -> list[Trajectory]:
@@ -187,7 +187,7 @@ def _row(
     tasks: list[Task],
     tokenizer: PreTrainedTokenizerBase | None,
     policy: str,
-    factory: PolicyFactory,
+    factory: TeacherFactory,
     seed: int,
     max_new_tokens: int | None,
 ) -> AuditRow:
@@ -248,7 +248,7 @@ def audit_env(
 
 def audited_policies(
     env: Env, tasks: list[Task], seed: int
-) -> tuple[dict[str, PolicyFactory], dict[str, str]]:
+) -> tuple[dict[str, TeacherFactory], dict[str, str]]:
     """The env's own degenerate policies, then each generic probe (`generic_probes`) it does not
     name itself; and the probes left out, each with why."""
     own = env.degenerate_policies()

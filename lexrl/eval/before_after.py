@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lexrl.bootstrap import mean_with_ci
-from lexrl.envs.data import DatasetError
+from lexrl.errors import DatasetError
 from lexrl.eval.audit import task_means
 from lexrl.types import Trajectory
 

@@ -13,14 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lexrl.errors import ConfigError, LexrlError
-
-
-class ReportError(LexrlError, ValueError):
-    """A report file is missing, unreadable or not an evaluation report; the message names it
-    and the key."""
-
-    kind = "data"
+from lexrl.errors import ConfigError, ReportError
 
 
 def find_report(path: str | Path) -> Path:

@@ -21,7 +21,7 @@ from transformers import PreTrainedTokenizerBase
 from lexrl.bootstrap import mean_with_ci
 from lexrl.config import Config
 from lexrl.envs.base import Env, EnvReport, ReportRequest
-from lexrl.errors import ConfigError, LexrlError
+from lexrl.errors import ConfigError, EvaluationFailed
 from lexrl.eval import degenerate_gain
 from lexrl.eval.audit import AuditRow, audit_env, task_means
 from lexrl.eval.audit import markdown as audit_markdown
@@ -29,21 +29,14 @@ from lexrl.eval.partial import PARTIAL_FILE, SignalStop, as_json, groups_jsonl, 
 from lexrl.eval.plots import EVALUATION_LEGEND, evaluation_panel, plot_bars
 from lexrl.eval.provenance import checkpoint_identity, provenance
 from lexrl.eval.provenance import markdown as provenance_markdown
-from lexrl.rollout.backend import Backend
+from lexrl.generation import Backend
+from lexrl.policy import Policy
 from lexrl.rollout.engine import run_groups_async
-from lexrl.rollout.policy import Policy
 from lexrl.secrets import scrub, write_text
 from lexrl.types import Group, Task, Trajectory
 
 MAX_REASON = 200
 """Characters of a failure reason kept for `EvaluationFailed`'s message, which stays one line."""
-
-
-class EvaluationFailed(LexrlError):
-    """Too many episodes of an evaluation failed for its means to stand for the policy
-    (`eval.max_failed_share`); its report is written, with the failed count beside every mean."""
-
-    kind = "run"
 
 
 def episode_values(trajectories: list[Trajectory]) -> dict[str, list[float]]:

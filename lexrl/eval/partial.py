@@ -20,8 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NamedTuple, TypeVar
 
-from lexrl.envs.data import DatasetError
-from lexrl.errors import LexrlError
+from lexrl.errors import DatasetError, EvaluationInterrupted, PartialOfOtherSettings
 from lexrl.jsonl import read_appended
 from lexrl.secrets import write_text
 from lexrl.types import Group, Task, Trajectory
@@ -34,28 +33,6 @@ PARTIAL_FILE = "partial.jsonl"
 sampled in. Removed once the report is written."""
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-class EvaluationInterrupted(LexrlError):
-    """SIGTERM or SIGINT stopped an evaluation; what it had evaluated is in its `PARTIAL_FILE`,
-    and the same command continues from there. Exits 128 + the signal's number, as a process
-    the signal had killed would (130 for SIGINT, 143 for SIGTERM)."""
-
-    kind = "run"
-
-    def __init__(self, message: str, signum: int):
-        super().__init__(message)
-        self.signum = signum
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
-
-
-class PartialOfOtherSettings(LexrlError):
-    """A `PARTIAL_FILE` was written under other settings than the evaluation asked for now."""
-
-    kind = "run folder"
 
 
 class SavedTask(NamedTuple):

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from transformers import PreTrainedTokenizerBase
 
 from lexrl.envs.base import Env
-from lexrl.rollout.backend import Completion, Sampling
-from lexrl.rollout.policy import Messages, Policy, conversation
+from lexrl.generation import Completion, Sampling
+from lexrl.policy import Messages, Policy, conversation
 from lexrl.types import Task, Trajectory
 
 

@@ -28,15 +28,9 @@ from collections.abc import Sequence
 import numpy as np
 import openai
 
-from lexrl.errors import LexrlError
+from lexrl.errors import EndpointError
 from lexrl.retrieval.dense import TextKind
 from lexrl.secrets import check_url, resolve_api_key, scrub
-
-
-class EndpointError(LexrlError, RuntimeError):
-    """A served model failed after the retries; the message names the URL and the reply."""
-
-    kind = "endpoint"
 
 
 class _Endpoint:

@@ -22,9 +22,7 @@ import asyncio
 import hashlib
 import json
 import math
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +30,10 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import httpx
 
+from lexrl.chat_client import DiskCache, make_async_client
 from lexrl.rewards import reference_judge
 from lexrl.rewards.judge_config import JudgeConfig
-from lexrl.secrets import check_url, resolve_api_key, scrub, write_text
+from lexrl.secrets import resolve_api_key, scrub
 
 if TYPE_CHECKING:
     import openai
@@ -130,28 +129,6 @@ def parse_bracket_score_lexam_parity(text: str) -> float:
     return value if 0.0 <= value <= 1.0 else 0.0
 
 
-def make_async_client(
-    base_url: str,
-    api_key: str,
-    timeout_s: float,
-    max_retries: int,
-    http_client: httpx.AsyncClient | None = None,
-) -> openai.AsyncOpenAI:
-    """The one place chat clients are built, so the transport retries are the openai client's
-    (and a URL carrying credentials is refused here too, however it was configured)."""
-    check_url(base_url, "a chat endpoint's `base_url`")
-    # Imported here, not at the top: its import cost every process that imports an env a second.
-    import openai
-
-    return openai.AsyncOpenAI(
-        base_url=base_url,
-        api_key=api_key,
-        timeout=timeout_s,
-        max_retries=max_retries,
-        http_client=http_client,
-    )
-
-
 async def ask_until_parsed(
     client: openai.AsyncOpenAI,
     model: str,
@@ -202,37 +179,6 @@ async def ask_until_parsed(
             refused = str(error)
             failure = f"unparsable after {len(replies)} replies: {refused}"
     return Exchange(messages, replies, None, failure, max_parse_retries + 1)
-
-
-class DiskCache:
-    """One JSON file per key under `folder/<key[:2]>/`, written to a temporary file and renamed
-    (`os.replace` is atomic), so concurrent processes, even on a network file system, only ever
-    read whole entries; two writers of one key write the same content."""
-
-    def __init__(self, folder: str | Path):
-        self.folder = Path(folder)
-
-    def _path(self, key: str) -> Path:
-        return self.folder / key[:2] / f"{key}.json"
-
-    def get(self, key: str) -> dict | None:
-        try:
-            return json.loads(self._path(key).read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None
-
-    def put(self, key: str, entry: dict) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        os.close(handle)
-        try:
-            # A reply may echo the request's key (a proxy that reflects headers).
-            write_text(temporary, json.dumps(entry, ensure_ascii=False))
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
 
 
 def cache_key(config: JudgeConfig, messages: list[dict], parser: Callable[[str], float]) -> str:

@@ -10,16 +10,18 @@ had, and the others go on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
-from lexrl.envs.base import Env
-from lexrl.rollout.backend import EpisodeCallFailed, RunningEpisodes
-from lexrl.rollout.policy import Policy
+from lexrl.errors import EpisodeCallFailed
+from lexrl.generation import RunningEpisodes
+from lexrl.policy import PolicyFactory
 from lexrl.types import Group, Task, Trajectory
 
-PolicyFactory = Callable[[Task], Policy]
+if TYPE_CHECKING:
+    from lexrl.envs.base import Env
 
 
 async def run_groups_async(

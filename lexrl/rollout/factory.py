@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lexrl.config import Config
-from lexrl.rollout.backend import Backend
+from lexrl.generation import Backend
 from lexrl.rollout.hf_backend import HFBackend
 
 if TYPE_CHECKING:

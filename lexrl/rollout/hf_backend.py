@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from lexrl.rollout.backend import Completion, MicroBatchedBackend, Sampling
+from lexrl.generation import Completion, Sampling
+from lexrl.rollout.batching import MicroBatchedBackend
 
 
 class HFBackend(MicroBatchedBackend):

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import openai
 
-from lexrl.errors import ConfigError
-from lexrl.rewards.judge import DiskCache, make_async_client
-from lexrl.rollout.backend import Completion, EpisodeCallFailed, Sampling, current_call
+from lexrl.chat_client import DiskCache, make_async_client
+from lexrl.errors import ConfigError, EpisodeCallFailed
+from lexrl.generation import Completion, Sampling, current_call
 from lexrl.secrets import api_base_url, check_url, resolve_api_key, scrub
 
 SECONDS_PER_TOKEN = 0.5
@@ -98,7 +98,7 @@ def parse_choice(completion: openai.types.chat.ChatCompletion, token_ids: bool) 
 
 
 class OpenAIChatBackend:
-    """A chat-level backend (`lexrl.rollout.policy.ChatBackend`); the trainer's hooks are no-ops
+    """A chat-level backend (`lexrl.policy.ChatBackend`); the trainer's hooks are no-ops
     because nothing here is trained."""
 
     adapter_version = 0

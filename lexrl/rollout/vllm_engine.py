@@ -20,7 +20,8 @@ import torch
 
 from lexrl.config import Config
 from lexrl.errors import ConfigError
-from lexrl.rollout.backend import Completion, MicroBatchedBackend, Sampling
+from lexrl.generation import Completion, Sampling
+from lexrl.rollout.batching import MicroBatchedBackend
 from lexrl.rollout.reaper import reap_on_death
 from lexrl.rollout.serve import CPU_DEFAULTS, max_lora_rank
 from lexrl.rollout.vllm_server import adapter_name

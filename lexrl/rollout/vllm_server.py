@@ -41,9 +41,8 @@ from pathlib import Path
 import httpx
 import openai
 
-from lexrl.errors import ConfigError
-from lexrl.retrieval.endpoints import EndpointError
-from lexrl.rollout.backend import Completion, Sampling
+from lexrl.errors import ConfigError, EndpointError
+from lexrl.generation import Completion, Sampling
 from lexrl.secrets import check_url
 
 # `/health` polls while a replica is down: soon after it comes back, without hammering it.

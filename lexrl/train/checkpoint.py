@@ -37,7 +37,7 @@ from peft import PeftModel, set_peft_model_state_dict
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from lexrl.errors import CheckpointError, ConfigError
+from lexrl.errors import CheckpointError, CheckpointNotWritten, ConfigError
 from lexrl.models import os_error_of
 from lexrl.train.learner import sum_over_processes, uses_deepspeed
 from lexrl.train.manifest import (
@@ -53,15 +53,6 @@ RUN_KEY = "config"
 """The key of `STATE_FILE` that records the config values a resume must share."""
 
 T = TypeVar("T")
-
-
-class CheckpointNotWritten(CheckpointError, OSError):
-    """A checkpoint write that failed. Still an `OSError` with the errno of the cause, for the
-    callers that tell a full disk from other failures."""
-
-    def __str__(self) -> str:
-        # OSError's own str prefixes "[Errno N] ", noise in the CLI's one-line message.
-        return str(self.strerror)
 
 
 def rng_state() -> dict[str, Any]:

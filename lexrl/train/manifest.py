@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lexrl.errors import CheckpointError
+from lexrl.errors import CheckpointError, DamagedCheckpoint
 
 STATE_FILE = "trainer_state.json"
 MANIFEST_FILE = "manifest.json"
@@ -27,19 +27,6 @@ HASH_CHUNK = 1 << 20
 
 def checkpoint_dir(output_dir: str | Path, step: int) -> Path:
     return Path(output_dir) / "checkpoints" / f"step-{step:06d}"
-
-
-class DamagedCheckpoint(CheckpointError):
-    """A checkpoint whose files do not match its manifest (or that has none). `reason` names the
-    file and what is wrong with it, for a `skipped <checkpoint>: <reason>` line."""
-
-    def __init__(self, checkpoint: Path, reason: str) -> None:
-        self.checkpoint = Path(checkpoint)
-        self.reason = reason
-        super().__init__(
-            f"checkpoint {checkpoint} is damaged: {reason}; use an earlier checkpoint "
-            "(`--run.resume true` skips damaged ones by itself)"
-        )
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lexrl.config import Config
-from lexrl.errors import LexrlError
+from lexrl.errors import PlanError
 from lexrl.retrieval.options import RetrievalConfig
 from lexrl.train.plan import (
     ASSUMED_FROM,
@@ -62,12 +62,6 @@ model wakes in about 1 s)."""
 PAPER_STEP_S = 9.3
 """LegalMALR's seconds per update of 16 trajectories on 8 x RTX 4090 (6,170 updates in about
 16 h; shared/design/scale.md)."""
-
-
-class PlanError(LexrlError, ValueError):
-    """The plan cannot be made (unknown model shape, unreadable trajectories)."""
-
-    kind = "plan"
 
 
 def model_shape(name_or_path: str, key: str, config: Config | None = None) -> ModelShape:

@@ -25,18 +25,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
-from lexrl.errors import LexrlError, RunFolderLocked
+from lexrl.errors import RunFolderLocked, RunFolderTaken
 
 LOCK_NAME = ".lexrl.lock"
 LOGS = ("metrics.jsonl", "samples.jsonl")
 """The files of a run's logged steps."""
-
-
-class RunFolderTaken(LexrlError):
-    """`run.output_dir` holds another run's checkpoints or logged steps and this run does not
-    resume it; the message names the folder, what it holds and both ways on."""
-
-    kind = "run folder"
 
 
 def describe_holder(text: str) -> str:

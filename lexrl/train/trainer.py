@@ -48,6 +48,7 @@ from lexrl.eval.evaluate import (
 )
 from lexrl.eval.plots import headline_panels, plot_before_after, plot_learning_curve
 from lexrl.eval.provenance import env_packages
+from lexrl.generation import Backend
 from lexrl.models import (
     SMOLLM2,
     add_lora,
@@ -56,10 +57,9 @@ from lexrl.models import (
     smollm2_model_dir,
     tiny_model_dir,
 )
-from lexrl.rollout.backend import Backend
+from lexrl.policy import Policy
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.factory import make_backend
-from lexrl.rollout.policy import Policy
 from lexrl.secrets import write_text
 from lexrl.train.advantages import (
     Row,

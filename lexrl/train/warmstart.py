@@ -37,7 +37,7 @@ from lexrl.config import WarmstartConfig
 from lexrl.envs.base import Env
 from lexrl.errors import ConfigError
 from lexrl.models import code_version, save_model, save_staged
-from lexrl.rollout.policy import ScriptedPolicy
+from lexrl.policy import ScriptedPolicy
 from lexrl.train.advantages import Row
 from lexrl.train.checkpoint import save_torch
 from lexrl.train.learner import completion_logprobs, pack_rows

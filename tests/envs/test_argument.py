@@ -23,8 +23,8 @@ from lexrl.envs.argument.reward import (
 from lexrl.envs.argument.scenarios import TABLE_1
 from lexrl.envs.base import ReportRequest
 from lexrl.errors import ConfigError
+from lexrl.policy import ScriptedPolicy
 from lexrl.rewards.judge import JudgeClient, JudgeConfig
-from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Group, Task
 from tests.env_options import load_env
 from tests.rewards.test_judge import FakeServer

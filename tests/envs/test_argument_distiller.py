@@ -23,8 +23,8 @@ from lexrl.envs.argument.scenarios import TABLE_1
 from lexrl.envs.argument.teacher import teacher_plies, teacher_text
 from lexrl.errors import ConfigError
 from lexrl.eval.evaluate import summarize
+from lexrl.policy import ScriptedPolicy
 from lexrl.rewards.judge import JudgeConfig
-from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.train.trainer import metric_keys_of, metric_means, step_metrics
 from lexrl.types import Group
 from tests.env_options import load_env

@@ -9,7 +9,6 @@ from lexrl.envs.argument.scenarios import (
     KINDS,
     SPLIT_SEEDS,
     Scenario,
-    ScenarioError,
     authors_draw,
     expected_abstentions,
     generate_scenario,
@@ -21,7 +20,7 @@ from lexrl.envs.argument.scenarios import (
     triple_overlaps,
     violations,
 )
-from lexrl.errors import ConfigError
+from lexrl.errors import ConfigError, ScenarioError
 
 
 def _triple(kind, c1, c2, c3, c2_outcome="P", c3_outcome="D", complexity=None):

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from lexrl.envs.data import DatasetError
 from lexrl.envs.statute.data import load_csaid, normalise_article
 from lexrl.envs.statute.env import StatuteEnv
 from lexrl.envs.statute.options import StatuteEnvConfig
+from lexrl.errors import DatasetError
 
 CORPUS = [
     "中华人民共和国民法典(2020), 第一千零七十九条:\n【离婚诉讼】夫妻一方要求离婚的，可以由有关组织进行调解。",

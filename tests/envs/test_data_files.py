@@ -2,8 +2,9 @@
 
 import pytest
 
-from lexrl.envs.data import DatasetError, read_json, read_jsonl
+from lexrl.envs.data import read_json, read_jsonl
 from lexrl.envs.statute.data import read_corpus
+from lexrl.errors import DatasetError
 
 
 @pytest.mark.parametrize("read", [read_corpus, lambda p: list(read_jsonl(p)), read_json])

@@ -12,14 +12,13 @@ import pytest
 from transformers import AutoTokenizer
 
 from lexrl.envs.base import ReportRequest
-from lexrl.envs.data import DatasetError
 from lexrl.envs.debate.citations import extract_citations
 from lexrl.envs.debate.env import DebateEnv
 from lexrl.envs.debate.options import DebateEnvConfig
 from lexrl.envs.lexam.data import passages
-from lexrl.errors import ConfigError
+from lexrl.errors import ConfigError, DatasetError
+from lexrl.policy import ScriptedPolicy
 from lexrl.rewards.judge import JudgeClient, JudgeConfig
-from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Group, Task
 from tests.env_options import load_env
 from tests.rewards.test_judge import FakeServer

@@ -18,7 +18,7 @@ from lexrl.envs.debate.options import DebateEnvConfig
 from lexrl.envs.debate.parsing import decision, position
 from lexrl.envs.lexam.reward import format_choices
 from lexrl.eval.audit import SHARE_BOUND, TEACHER, audit_env
-from lexrl.rollout.policy import ScriptedPolicy
+from lexrl.policy import ScriptedPolicy
 from lexrl.train.warmstart import scripted_rows
 from lexrl.types import Task
 

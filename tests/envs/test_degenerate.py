@@ -19,9 +19,9 @@ from lexrl.envs.lexam.env import LexamEnv
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.envs.mixture_options import MixEnvConfig, MixMember
 from lexrl.envs.statute.options import StatuteEnvConfig
+from lexrl.policy import ScriptedPolicy
 from lexrl.rewards.judge_config import JudgeConfig
 from lexrl.rewards.reference_judge import BUILTIN_URL
-from lexrl.rollout.policy import ScriptedPolicy
 
 ENVS = {
     "statute": lambda: make_env(StatuteEnvConfig()),

@@ -7,18 +7,14 @@ from pathlib import Path
 import datasets
 import pytest
 
-from lexrl.envs.argument.scenarios import (
-    TABLE_1,
-    ScenarioError,
-    load_scenarios,
-    scenario_to_json,
-)
-from lexrl.envs.data import DatasetError, check_unique, read_jsonl
+from lexrl.envs.argument.scenarios import TABLE_1, load_scenarios, scenario_to_json
+from lexrl.envs.data import check_unique, read_jsonl
 from lexrl.envs.debate.data import barexam_tasks
 from lexrl.envs.lexam.data import load_lexam
 from lexrl.envs.statute.data import load_csaid, load_jsonl, load_stard
 from lexrl.envs.statute.env import StatuteEnv
 from lexrl.envs.statute.options import StatuteEnvConfig
+from lexrl.errors import DatasetError, ScenarioError
 
 ARTICLE = {"name": "A", "content": "security deposit"}
 

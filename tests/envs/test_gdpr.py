@@ -11,7 +11,7 @@ from lexrl.envs.base import ReportRequest
 from lexrl.envs.gdpr.data import AGENT_CHUNKS, prior_baseline, random_baseline
 from lexrl.envs.gdpr.env import GdprEnv, System, parse_system
 from lexrl.envs.gdpr.options import GdprEnvConfig
-from lexrl.rollout.policy import ScriptedPolicy
+from lexrl.policy import ScriptedPolicy
 from lexrl.types import Group
 from tests.env_options import load_env
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import datasets
 import pytest
 
-from lexrl.envs.data import DatasetError
 from lexrl.envs.gdpr.data import (
     AGENT_CHUNKS,
     CHUNK_TYPES,
@@ -26,6 +25,7 @@ from lexrl.envs.gdpr.data import (
     to_task,
 )
 from lexrl.envs.gdpr.make_sample import sample_rows
+from lexrl.errors import DatasetError
 
 ROOT = Path(__file__).parents[2]
 RELEASE = ROOT.parent / "shared" / "data" / "maslegalbench" / "dataset"

@@ -8,8 +8,8 @@ from transformers import AutoTokenizer
 from lexrl.envs.lexam.env import LexamEnv
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.errors import ConfigError
+from lexrl.policy import ScriptedPolicy
 from lexrl.rewards.judge import JudgeClient, JudgeConfig
-from lexrl.rollout.policy import ScriptedPolicy
 from tests.env_options import load_env
 from tests.rewards.test_judge import FakeServer
 

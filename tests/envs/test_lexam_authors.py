@@ -159,7 +159,7 @@ def test_config_named_files_come_before_the_release_names(tmp_path):
 
 
 def test_a_folder_without_any_names_them_in_the_error(tmp_path):
-    from lexrl.envs.data import DatasetError
+    from lexrl.errors import DatasetError
 
     with pytest.raises(DatasetError, match="MCQs_test_perturbation.xlsx"):
         load_lexam(str(tmp_path), "mcq_16_choices")

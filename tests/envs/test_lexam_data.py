@@ -4,7 +4,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lexrl.envs.data import DatasetError
 from lexrl.envs.lexam.data import (
     LexamItem,
     default_sample,
@@ -15,6 +14,7 @@ from lexrl.envs.lexam.data import (
     split_by_facts,
     to_task,
 )
+from lexrl.errors import DatasetError
 
 LEXAM = Path(__file__).parents[2].parent / "shared" / "data" / "lexam"
 needs_lexam = pytest.mark.skipif(

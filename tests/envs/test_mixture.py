@@ -17,8 +17,8 @@ from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.mixture import MixtureEnv, mixture_probabilities
 from lexrl.envs.mixture_options import MixEnvConfig, MixMember
 from lexrl.envs.statute.options import StatuteEnvConfig
+from lexrl.policy import ScriptedPolicy
 from lexrl.registry import env_names
-from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Group
 
 

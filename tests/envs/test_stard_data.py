@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from lexrl.envs.data import DatasetError
 from lexrl.envs.statute.data import default_stard_split, load_stard
 from lexrl.envs.statute.env import StatuteEnv
 from lexrl.envs.statute.options import StatuteEnvConfig
+from lexrl.errors import DatasetError
 
 STARD = Path(__file__).parents[2].parent / "shared" / "data" / "stard"
 needs_stard = pytest.mark.skipif(

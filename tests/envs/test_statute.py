@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lexrl.envs.data import DatasetError
 from lexrl.envs.statute.env import StatuteEnv
 from lexrl.envs.statute.options import StatuteEnvConfig
 from lexrl.envs.statute.parsing import (
@@ -16,8 +15,9 @@ from lexrl.envs.statute.parsing import (
     parse_rewrite,
 )
 from lexrl.envs.statute.pool import CandidatePool
+from lexrl.errors import DatasetError
+from lexrl.policy import Policy, ScriptedPolicy
 from lexrl.rollout.hf_backend import HFBackend
-from lexrl.rollout.policy import Policy, ScriptedPolicy
 from lexrl.types import Task
 
 json_like = st.one_of(

@@ -14,7 +14,7 @@ from lexrl.envs.base import ReportRequest
 from lexrl.envs.statute import report as report_module
 from lexrl.envs.statute.options import FinalRerankerConfig, StatuteEvalConfig
 from lexrl.envs.statute.report import statute_report, task_means
-from lexrl.rollout.policy import ScriptedPolicy
+from lexrl.policy import ScriptedPolicy
 from lexrl.types import Group
 from tests.envs.test_statute_ranking import direct
 

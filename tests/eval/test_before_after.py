@@ -2,7 +2,7 @@
 
 import pytest
 
-from lexrl.envs.data import DatasetError
+from lexrl.errors import DatasetError
 from lexrl.eval.before_after import markdown, paired_changes, read_task_means
 from lexrl.eval.evaluate import write_groups
 from lexrl.types import Group, Task, Trajectory

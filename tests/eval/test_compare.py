@@ -6,13 +6,8 @@ import json
 import pytest
 
 from lexrl.cli import main
-from lexrl.eval.compare import (
-    ReportError,
-    compare_markdown,
-    find_report,
-    overlap,
-    report_sections,
-)
+from lexrl.errors import ReportError
+from lexrl.eval.compare import compare_markdown, find_report, overlap, report_sections
 
 
 def _single(mean, low, high):

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from lexrl.cli import main
-from lexrl.errors import ConfigError
-from lexrl.eval.compare import ReportError, compare_reports
+from lexrl.errors import ConfigError, ReportError
+from lexrl.eval.compare import compare_reports
 
 
 def _write(

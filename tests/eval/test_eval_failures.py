@@ -13,13 +13,8 @@ from rich.console import Console
 
 from lexrl.cli import main
 from lexrl.envs.base import EnvPart
-from lexrl.eval.evaluate import (
-    EvaluationFailed,
-    check_failures,
-    markdown_summary,
-    print_summary,
-    summarize,
-)
+from lexrl.errors import EvaluationFailed
+from lexrl.eval.evaluate import check_failures, markdown_summary, print_summary, summarize
 from lexrl.eval.partial import PARTIAL_FILE
 from lexrl.types import Group, Task, Trajectory
 from tests.chat_stub import chat_server, completion

@@ -18,7 +18,7 @@ import pytest
 
 from lexrl.cli import main
 from lexrl.config import Config
-from lexrl.envs.data import DatasetError
+from lexrl.errors import DatasetError, EvaluationInterrupted, PartialOfOtherSettings
 from lexrl.eval import evaluate as evaluate_module
 from lexrl.eval.evaluate import (
     chunk_seed,
@@ -27,13 +27,7 @@ from lexrl.eval.evaluate import (
     groups_jsonl,
     write_groups,
 )
-from lexrl.eval.partial import (
-    PARTIAL_FILE,
-    EvaluationInterrupted,
-    PartialOfOtherSettings,
-    SignalStop,
-    resume_partial,
-)
+from lexrl.eval.partial import PARTIAL_FILE, SignalStop, resume_partial
 from lexrl.types import Group, Task, Trajectory, Turn
 from tests.chat_stub import chat_server, completion
 from tests.e2e import lexrl_command, run_lexrl

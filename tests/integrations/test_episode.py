@@ -14,8 +14,8 @@ from lexrl.integrations.episode import (
     EpisodeResult,
     EpisodeSession,
 )
+from lexrl.policy import ScriptedPolicy
 from lexrl.rollout.engine import run_groups
-from lexrl.rollout.policy import ScriptedPolicy
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,8 @@ from lexrl.envs import make_env
 from lexrl.integrations.episode import EpisodeResult
 from lexrl.integrations.openenv_client import LexrlEnvClient, play
 from lexrl.integrations.openenv_server import AgentObservation, AgentReply
+from lexrl.policy import ScriptedPolicy
 from lexrl.rollout.engine import run_groups
-from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Task, Trajectory
 from tests.e2e import lexrl_command
 from tests.rollout.vllm_fixtures import free_port

@@ -31,8 +31,8 @@ from lexrl.integrations.verifiers import (  # noqa: E402
     summarize_episodes,
     trajectory_of,
 )
+from lexrl.policy import Messages, ScriptedPolicy, Teacher, conversation  # noqa: E402
 from lexrl.rollout.engine import run_groups  # noqa: E402
-from lexrl.rollout.policy import Messages, ScriptedPolicy, Teacher, conversation  # noqa: E402
 from lexrl.types import Group, Task, Trajectory  # noqa: E402
 from tests.served_smollm2 import MIXTURE_CONFIG, MIXTURE_TASKS  # noqa: E402
 

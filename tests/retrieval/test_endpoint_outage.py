@@ -11,10 +11,11 @@ import pytest
 
 from lexrl.envs.statute.env import StatuteEnv
 from lexrl.envs.statute.options import StatuteEnvConfig
-from lexrl.retrieval.endpoints import EndpointEncoder, EndpointError, EndpointReranker
+from lexrl.errors import EndpointError
+from lexrl.policy import ScriptedPolicy
+from lexrl.retrieval.endpoints import EndpointEncoder, EndpointReranker
 from lexrl.retrieval.options import RetrievalConfig
 from lexrl.rollout.engine import run_groups
-from lexrl.rollout.policy import ScriptedPolicy
 
 
 class RetrievalServer:

@@ -8,8 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
+from lexrl.errors import EndpointError
 from lexrl.retrieval.dense import SentenceTransformerEncoder
-from lexrl.retrieval.endpoints import EndpointEncoder, EndpointError, EndpointReranker
+from lexrl.retrieval.endpoints import EndpointEncoder, EndpointReranker
 from lexrl.retrieval.rerank import CrossEncoderReranker
 from lexrl.retrieval.tiny import tiny_retrieval_model
 

@@ -25,8 +25,8 @@ import pytest
 
 from lexrl.envs.lexam.env import LexamEnv
 from lexrl.envs.lexam.options import LexamEnvConfig
+from lexrl.policy import ScriptedPolicy
 from lexrl.rewards.judge import JudgeClient, JudgeConfig
-from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.train.trainer import step_metrics
 from lexrl.types import Group, Trajectory
 from tests.e2e import lexrl_command

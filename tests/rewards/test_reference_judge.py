@@ -8,9 +8,9 @@ from transformers import AutoTokenizer
 
 from lexrl.envs.lexam.env import LexamEnv
 from lexrl.envs.lexam.options import LexamEnvConfig
+from lexrl.policy import ScriptedPolicy
 from lexrl.rewards.judge import JudgeClient, JudgeConfig, parse_bracket_score
 from lexrl.rewards.reference_judge import BUILTIN_URL, judge_reply, token_f1
-from lexrl.rollout.policy import ScriptedPolicy
 
 
 def test_token_f1_by_hand():

@@ -3,10 +3,11 @@ import asyncio
 import pytest
 import torch
 
-from lexrl.rollout.backend import Completion, MicroBatchedBackend, RunningEpisodes, Sampling
+from lexrl.generation import Completion, RunningEpisodes, Sampling
+from lexrl.policy import Policy, render_prompt
+from lexrl.rollout.batching import MicroBatchedBackend
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.hf_backend import HFBackend
-from lexrl.rollout.policy import Policy, render_prompt
 from lexrl.train.advantages import Row
 from lexrl.train.learner import completion_logprobs, pack_rows
 from lexrl.types import Task, Trajectory

@@ -2,8 +2,8 @@ import asyncio
 
 from tqdm.auto import tqdm
 
+from lexrl.policy import ScriptedPolicy
 from lexrl.rollout import engine
-from lexrl.rollout.policy import ScriptedPolicy
 from lexrl.types import Task
 
 

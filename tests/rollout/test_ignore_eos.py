@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from lexrl.config import load_config
-from lexrl.rollout.backend import Sampling
+from lexrl.generation import Sampling
+from lexrl.policy import render_prompt
 from lexrl.rollout.factory import make_backend
 from lexrl.rollout.hf_backend import HFBackend
-from lexrl.rollout.policy import render_prompt
 from lexrl.train.advantages import Row
 from lexrl.train.learner import completion_logprobs, pack_rows
 

@@ -121,7 +121,7 @@ def _greedy(url, model, prompt):
 def test_requests_spread_over_replicas(server, tmp_path):
     """Two URLs of the same server stand in for two replicas; loading an adapter on both also
     exercises the reload of a name the server already holds."""
-    from lexrl.rollout.backend import Sampling
+    from lexrl.generation import Sampling
     from lexrl.rollout.vllm_server import VLLMServerBackend
 
     policy, _, prompts = _policy_and_prompts(server.config)

@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lexrl.retrieval.endpoints import EndpointError
-from lexrl.rollout.backend import Sampling
+from lexrl.errors import EndpointError
+from lexrl.generation import Sampling
 from lexrl.rollout.vllm_server import VLLMServerBackend
 
 SAMPLING = Sampling(temperature=1.0, max_new_tokens=2)

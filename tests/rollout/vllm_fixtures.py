@@ -109,7 +109,7 @@ def stop_and_check(serve: subprocess.Popen, stop: signal.Signals) -> int:
 
 def planner_prompts(env, tokenizer, count: int = 4) -> list[list[int]]:
     """Planner prompts (system prompt + raw question) of the first test tasks, as rollouts render them."""
-    from lexrl.rollout.policy import render_prompt
+    from lexrl.policy import render_prompt
 
     return [
         render_prompt(tokenizer, env.prompts["planner"], task.inputs["query"])
@@ -122,7 +122,7 @@ def sample_and_compare(backend, policy, tokenizer, prompts, temperature: float =
     the sampler's log-probs and the trainer's recomputation under `policy`."""
     import torch
 
-    from lexrl.rollout.backend import Sampling
+    from lexrl.generation import Sampling
     from lexrl.train.advantages import Row
     from lexrl.train.learner import completion_logprobs, pack_rows
 

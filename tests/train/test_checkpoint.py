@@ -13,16 +13,11 @@ import torch
 from accelerate import Accelerator
 
 from lexrl.config import LoraConfig
-from lexrl.errors import CheckpointError
+from lexrl.errors import CheckpointError, DamagedCheckpoint
 from lexrl.models import add_lora
 from lexrl.train import checkpoint as checkpoints
 from lexrl.train.checkpoint import load_checkpoint, save_checkpoint
-from lexrl.train.manifest import (
-    DamagedCheckpoint,
-    choose_checkpoint,
-    latest_checkpoint,
-    verify_checkpoint,
-)
+from lexrl.train.manifest import choose_checkpoint, latest_checkpoint, verify_checkpoint
 
 
 @pytest.fixture()

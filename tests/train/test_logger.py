@@ -7,8 +7,7 @@ import json
 import pytest
 
 from lexrl.config import Config
-from lexrl.envs.data import DatasetError
-from lexrl.errors import ConfigError
+from lexrl.errors import ConfigError, DatasetError
 from lexrl.eval.plots import plot_learning_curve
 from lexrl.jsonl import read_appended, step_record
 from lexrl.train.logger import RunLogger, resolve_wandb_mode

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lexrl.config import load_config
+from lexrl.errors import PlanError
 from lexrl.train.plan import (
     QWEN3_4B,
     GiB,
@@ -20,7 +21,6 @@ from lexrl.train.plan import (
     update_memory,
 )
 from lexrl.train.plan_report import (
-    PlanError,
     profile_from_counts,
     profile_from_trajectories,
     repeated_prefix_tokens,

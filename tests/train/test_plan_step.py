@@ -7,6 +7,7 @@ import types
 
 import pytest
 
+from lexrl.errors import PlanError
 from lexrl.train.plan import (
     KNOWN_SHAPES,
     PREFIX_GROUPER_ACTIVATIONS,
@@ -29,7 +30,6 @@ from lexrl.train.plan import (
 )
 from lexrl.train.plan_report import (
     ENGINE_CUDA_CONTEXT_BYTES,
-    PlanError,
     plan_layout,
     profile_from_counts,
     profile_from_trajectories,

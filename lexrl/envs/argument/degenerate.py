@@ -53,8 +53,8 @@ from collections.abc import Callable
 from lexrl.envs.argument.factors import FACTORS, factor_number
 from lexrl.envs.argument.scenarios import CASES, PLIES, Scenario
 from lexrl.envs.argument.teacher import teacher_plies
-from lexrl.envs.degenerate import PolicyFactory, generic_policies, last_user_text
-from lexrl.rollout.policy import Messages, Teacher
+from lexrl.envs.degenerate import TeacherFactory, generic_policies, last_user_text
+from lexrl.policy import Messages, Teacher
 from lexrl.types import Task
 
 ABSTENTION = "TERMINATE: no grounded argument can be made from these cases."
@@ -82,7 +82,7 @@ def _every_analogy(factors: dict[str, list[str]]) -> list[list[str]]:
     return [[f, "c1", precedent] for precedent in ("c2", "c3") for f in factors.get("c1", ())]
 
 
-def _plies(abstain: bool, claim_all: bool) -> PolicyFactory:
+def _plies(abstain: bool, claim_all: bool) -> TeacherFactory:
     def factory(task: Task, rng: random.Random) -> Teacher:
         factors = {case: list(task.inputs[case]) for case in CASES}
         ply = _ply(abstain, _every_analogy(factors) if claim_all else [])
@@ -180,7 +180,7 @@ PlyRule = Callable[[int, dict[str, list[str]], dict[str, str], random.Random], d
 """Ply `index` as a dict of the ply schema, from the cases and winners the prompt shows."""
 
 
-def _from_prompt(rule: PlyRule) -> PolicyFactory:
+def _from_prompt(rule: PlyRule) -> TeacherFactory:
     """Each ply written by `rule` from the prompt alone."""
 
     def factory(task: Task, rng: random.Random) -> Teacher:
@@ -204,7 +204,7 @@ def _from_prompt(rule: PlyRule) -> PolicyFactory:
     return factory
 
 
-def _ruled(decide: Decide, how: str) -> PolicyFactory:
+def _ruled(decide: Decide, how: str) -> TeacherFactory:
     """Each ply argued (`_claiming(how)`) or abstained as `decide` says."""
 
     def rule(index: int, factors: dict, winners: dict, rng: random.Random) -> dict:
@@ -234,7 +234,7 @@ def prompt_teacher_plies(
     return teacher_plies(scenario)
 
 
-def _cato(change: Callable[[int, dict, dict, dict], dict]) -> PolicyFactory:
+def _cato(change: Callable[[int, dict, dict, dict], dict]) -> TeacherFactory:
     """The teacher's ply for the prompt's cases, changed by `change(index, ply, factors,
     winners)`; an abstaining ply is left as it is."""
 
@@ -341,7 +341,7 @@ def _copy_previous(task: Task, rng: random.Random) -> Teacher:
     return respond
 
 
-def argument_policies() -> dict[str, PolicyFactory]:
+def argument_policies() -> dict[str, TeacherFactory]:
     """Abstain always (claiming nothing, or every factor), argue always (claiming every factor,
     or nothing), and the prompt-reading rules of the module docstring."""
     return {

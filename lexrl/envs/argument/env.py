@@ -87,10 +87,10 @@ from lexrl.envs.argument.teacher import (
     teacher_verdict,
 )
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
-from lexrl.envs.degenerate import PolicyFactory
+from lexrl.envs.degenerate import TeacherFactory
 from lexrl.errors import ConfigError
+from lexrl.policy import Messages, Policy, Teacher
 from lexrl.rewards.judge import JudgeCall, JudgeClient, JudgeParseError
-from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
 PLY_TITLES = (
@@ -642,7 +642,7 @@ class ArgumentEnv(Env):
 
         return respond
 
-    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+    def degenerate_policies(self) -> dict[str, TeacherFactory]:
         return argument_policies()
 
     def report(

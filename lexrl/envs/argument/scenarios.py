@@ -35,8 +35,8 @@ from pathlib import Path
 
 from lexrl.envs.argument.factors import FACTORS, factor_number, normalise_factor_id
 from lexrl.envs.argument.options import GENERATORS, KINDS, MISMATCHED_MODES
-from lexrl.envs.data import DatasetError, utf8
-from lexrl.errors import ConfigError
+from lexrl.envs.data import utf8
+from lexrl.errors import ConfigError, ScenarioError
 
 CASES = ("c1", "c2", "c3")
 PLIES = ("plaintiff", "defendant", "rebuttal")
@@ -53,10 +53,6 @@ _OUTCOMES = {
     "non_arguable": ("P", "D"),
 }
 _PRO = {side: [f.id for f in FACTORS.values() if f.favors == side] for side in ("P", "D")}
-
-
-class ScenarioError(DatasetError):
-    """A scenario file line is malformed; the message names the file, the line and the field."""
 
 
 @dataclass(frozen=True)

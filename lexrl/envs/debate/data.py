@@ -27,7 +27,6 @@ from pathlib import Path
 
 from lexrl.envs.data import (
     TABLE_FORMATS,
-    DatasetError,
     check_unique,
     load_hub,
     missing_value,
@@ -38,6 +37,7 @@ from lexrl.envs.data import (
 )
 from lexrl.envs.debate.citations import extract_citations
 from lexrl.envs.lexam.data import load_lexam, split_by_course, split_by_facts
+from lexrl.errors import DatasetError
 from lexrl.types import Task
 
 LETTERS = "ABCD"

@@ -25,8 +25,8 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from lexrl.envs.degenerate import PolicyFactory, constant, generic_policies, last_user_text
-from lexrl.rollout.policy import Messages, Teacher
+from lexrl.envs.degenerate import TeacherFactory, constant, generic_policies, last_user_text
+from lexrl.policy import Messages, Teacher
 from lexrl.types import Task
 
 LETTERS = "ABCD"
@@ -44,7 +44,7 @@ def _naming(letter: str) -> str:
     return f"The answer is ###{letter}###."
 
 
-def _fixed_sides(judge_letter: str) -> PolicyFactory:
+def _fixed_sides(judge_letter: str) -> TeacherFactory:
     """X always argues A, Y always B, the judge always decides `judge_letter`."""
     letters = {"debater_x": "A", "debater_y": "B", "judge": judge_letter}
 
@@ -110,7 +110,7 @@ def shared_with_others(stem: str, options: list[str]) -> list[int]:
     return sorted(range(len(options)), key=lambda i: -shared[i])
 
 
-def ranked(ranking: Ranking, judge: str = "own") -> PolicyFactory:
+def ranked(ranking: Ranking, judge: str = "own") -> TeacherFactory:
     """X argues `ranking`'s first option, Y its second, each beginning with the marker; the
     judge decides `judge`: `own` (the first), `x` / `y` (that debater's letter as its prompt
     states it), `most_mentioned`, or `neither` (the best ranked letter no debater argued). A
@@ -139,7 +139,7 @@ def ranked(ranking: Ranking, judge: str = "own") -> PolicyFactory:
     return factory
 
 
-def random_ranking(judge: str) -> PolicyFactory:
+def random_ranking(judge: str) -> TeacherFactory:
     """`ranked` over an order of the letters drawn once per task with the factory's rng."""
 
     def factory(task: Task, rng: random.Random) -> Teacher:
@@ -153,7 +153,7 @@ def random_ranking(judge: str) -> PolicyFactory:
     return factory
 
 
-def debate_policies(open_ended: bool) -> dict[str, PolicyFactory]:
+def debate_policies(open_ended: bool) -> dict[str, TeacherFactory]:
     """The policies for the env's kind of question."""
     policies = generic_policies()
     if open_ended:

@@ -24,7 +24,6 @@ from functools import cached_property
 from typing import Any
 
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
-from lexrl.envs.data import DatasetError
 from lexrl.envs.debate.citations import citation_scores, extract_citations
 from lexrl.envs.debate.data import barexam_tasks, lexam_tasks, oab_tasks
 from lexrl.envs.debate.degenerate import debate_policies
@@ -43,12 +42,12 @@ from lexrl.envs.debate.reward import (
 )
 from lexrl.envs.debate.rubric import RUBRIC_FORMAT, parse_rubric, rubric_messages
 from lexrl.envs.debate.teacher import mcq_teacher, open_teacher
-from lexrl.envs.degenerate import PolicyFactory
+from lexrl.envs.degenerate import TeacherFactory
 from lexrl.envs.lexam.data import default_sample
 from lexrl.envs.lexam.reward import format_choices, option_label
-from lexrl.errors import ConfigError
+from lexrl.errors import ConfigError, DatasetError
+from lexrl.policy import Messages, Policy, Teacher
 from lexrl.rewards.judge import JudgeClient, JudgeParseError, strip_thinking
-from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
 ROLES = ("debater_x", "debater_y", "judge")
@@ -201,7 +200,7 @@ class DebateEnv(Env):
         itself, so the teacher plays only the roles the policy plays."""
         return open_teacher(task) if self.open else mcq_teacher(task, rng)
 
-    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+    def degenerate_policies(self) -> dict[str, TeacherFactory]:
         return debate_policies(self.open)
 
     # -- the episode -------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import random
 
 from lexrl.envs.degenerate import last_user_text
 from lexrl.envs.lexam.reward import option_label
-from lexrl.rollout.policy import Messages, Teacher
+from lexrl.policy import Messages, Teacher
 from lexrl.types import Task
 
 SNIPPET_WORDS = 6

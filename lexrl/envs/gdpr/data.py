@@ -44,8 +44,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from lexrl.envs.data import DatasetError, read_jsonl, split_by_group, text_field
+from lexrl.envs.data import read_jsonl, split_by_group, text_field
 from lexrl.envs.gdpr.parsing import LABELS, normalise_answer
+from lexrl.errors import DatasetError
 from lexrl.types import Task
 
 CHUNK_TYPES = ("background", "legal framework", "entity", "relation", "inferred alignment")

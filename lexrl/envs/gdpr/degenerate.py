@@ -23,9 +23,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from lexrl.envs.degenerate import PolicyFactory, constant, generic_policies, last_user_text
+from lexrl.envs.degenerate import TeacherFactory, constant, generic_policies, last_user_text
 from lexrl.envs.gdpr.parsing import LABELS
-from lexrl.rollout.policy import Messages, Teacher
+from lexrl.policy import Messages, Teacher
 from lexrl.types import Task
 
 RATIONALE = "The context and the question decide it."
@@ -89,7 +89,7 @@ def most(prompt: Prompt, score: Callable[[str], float]) -> str:
     return max(prompt.options, key=lambda label: score(prompt.options[label]))
 
 
-def rule_policy(choose: Callable[[Prompt], str]) -> PolicyFactory:
+def rule_policy(choose: Callable[[Prompt], str]) -> TeacherFactory:
     """The label `choose` picks from each prompt, as the JSON answer, in every role."""
 
     def factory(task: Task, rng: random.Random) -> Teacher:
@@ -146,7 +146,7 @@ def wording_majority(train: Iterable[Task], fallback: dict[str, str]) -> Callabl
     return choose
 
 
-def gdpr_policies(train: list[Task]) -> dict[str, PolicyFactory]:
+def gdpr_policies(train: list[Task]) -> dict[str, TeacherFactory]:
     """Each label always, the kind's majority label and the surface rules (module docstring),
     their priors from the training tasks. A Yes/No rule answers an A-D question with the
     training majority letter, so its row is the cue's gain over the prior."""

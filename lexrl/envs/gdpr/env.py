@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
-from lexrl.envs.degenerate import PolicyFactory
+from lexrl.envs.degenerate import TeacherFactory
 from lexrl.envs.gdpr.data import (
     default_sample,
     load_maslegalbench,
@@ -51,8 +51,8 @@ from lexrl.envs.gdpr.options import (
 from lexrl.envs.gdpr.parsing import LABELS, parse_reply, parse_subtasks
 from lexrl.envs.gdpr.report import episode_record, markdown_table, system_metrics
 from lexrl.errors import ConfigError
+from lexrl.policy import Messages, Policy, Teacher
 from lexrl.retrieval.base import Retriever
-from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
 
@@ -175,7 +175,7 @@ class GdprEnv(Env):
 
         return respond
 
-    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+    def degenerate_policies(self) -> dict[str, TeacherFactory]:
         return gdpr_policies(self.tasks("train"))
 
     def warmstart_tasks(self) -> list[Task]:

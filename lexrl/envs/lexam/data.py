@@ -30,7 +30,6 @@ from pathlib import Path
 
 from lexrl.envs.data import (
     TABLE_FORMATS,
-    DatasetError,
     check_unique,
     load_hub,
     missing_value,
@@ -38,7 +37,7 @@ from lexrl.envs.data import (
     split_by_group,
     text_field,
 )
-from lexrl.errors import ConfigError
+from lexrl.errors import ConfigError, DatasetError
 from lexrl.types import Task
 
 MCQ_CONFIGS = ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices", "mcq_32_choices")

@@ -15,9 +15,9 @@ import re
 import string
 from collections.abc import Callable, Iterator
 
-from lexrl.envs.degenerate import PolicyFactory, constant, generic_policies, last_user_text
+from lexrl.envs.degenerate import TeacherFactory, constant, generic_policies, last_user_text
 from lexrl.envs.lexam.reward import option_label
-from lexrl.rollout.policy import Messages, Teacher
+from lexrl.policy import Messages, Teacher
 from lexrl.types import Task
 
 LETTERS = "ABCD"
@@ -109,7 +109,7 @@ def most_shared(question: str, options: list[str]) -> int:
     )
 
 
-def picking(picker: Picker, prefix: str) -> PolicyFactory:
+def picking(picker: Picker, prefix: str) -> TeacherFactory:
     """Answers, in every role, the marker of the option `picker` chooses from the message."""
 
     def factory(task: Task, rng: random.Random) -> Teacher:
@@ -124,7 +124,7 @@ def picking(picker: Picker, prefix: str) -> PolicyFactory:
     return factory
 
 
-def random_letter(prefix: str) -> PolicyFactory:
+def random_letter(prefix: str) -> TeacherFactory:
     """A uniformly random option per question, drawn from the audit's rng when the task starts,
     so a seed replays it whatever order the episodes run in."""
 
@@ -142,7 +142,7 @@ def copy_question(task: Task, rng: random.Random) -> Teacher:
 
 def lexam_policies(
     open_question: bool, brief: bool, policy_judge: bool
-) -> dict[str, PolicyFactory]:
+) -> dict[str, TeacherFactory]:
     """The policies for an env of the given kind: `brief` answers a bare `###X###` marker as the
     brief prompt asks (7 tokens or fewer under SmolLM2's tokenizer, inside the CPU demo's
     16-token cap), else `Correct Answer: ###X###`."""

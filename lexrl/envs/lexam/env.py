@@ -20,8 +20,7 @@ from functools import cached_property
 from typing import Any
 
 from lexrl.envs.base import Env, EnvReport, ReportRequest, prompt_text
-from lexrl.envs.data import DatasetError
-from lexrl.envs.degenerate import PolicyFactory
+from lexrl.envs.degenerate import TeacherFactory
 from lexrl.envs.lexam.data import (
     MCQ_CONFIGS,
     default_sample,
@@ -39,7 +38,8 @@ from lexrl.envs.lexam.reward import (
     option_label,
     parse_mcq_answer,
 )
-from lexrl.errors import ConfigError
+from lexrl.errors import ConfigError, DatasetError
+from lexrl.policy import Messages, Policy, Teacher
 from lexrl.rewards.judge import (
     BRACKET_FORMAT,
     JudgeClient,
@@ -47,7 +47,6 @@ from lexrl.rewards.judge import (
     parse_bracket_score,
     strip_thinking,
 )
-from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
 SPLITS = {"course": split_by_course, "facts": split_by_facts}
@@ -203,7 +202,7 @@ class LexamEnv(Env):
 
         return respond
 
-    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+    def degenerate_policies(self) -> dict[str, TeacherFactory]:
         return lexam_policies(self.open, self.config.prompt == "brief", not self.config.judges)
 
     def demonstration(self, task: Task) -> list[dict[str, str]]:

@@ -29,7 +29,6 @@ from importlib import resources
 from pathlib import Path
 
 from lexrl.envs.data import (
-    DatasetError,
     check_unique,
     read_json,
     read_jsonl_lines,
@@ -37,6 +36,7 @@ from lexrl.envs.data import (
     text_field,
     utf8,
 )
+from lexrl.errors import DatasetError
 from lexrl.types import Task
 
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 import random
 
-from lexrl.envs.degenerate import PolicyFactory, generic_policies
-from lexrl.rollout.policy import Messages, Teacher
+from lexrl.envs.degenerate import TeacherFactory, generic_policies
+from lexrl.policy import Messages, Teacher
 from lexrl.types import Task
 
 EXIT = json.dumps({"action": "exit", "reason": "the question is clear as it is"})
 PASS_ON = json.dumps({"action": "single_element", "reason": "search the question"})
 
 
-def _unchanged(rewrites: int | None) -> PolicyFactory:
+def _unchanged(rewrites: int | None) -> TeacherFactory:
     """The question itself as every agent's query, the planner asking for it `rewrites` times
     (None: until the env's forced exit)."""
 
@@ -36,7 +36,7 @@ def _unchanged(rewrites: int | None) -> PolicyFactory:
     return factory
 
 
-def statute_policies() -> dict[str, PolicyFactory]:
+def statute_policies() -> dict[str, TeacherFactory]:
     """Exit at once; pass the question on unchanged once; never exit."""
     return {
         **generic_policies(),

@@ -30,7 +30,7 @@ from importlib import resources
 from typing import Any
 
 from lexrl.envs.base import Env, EnvReport, ReportRequest
-from lexrl.envs.degenerate import PolicyFactory
+from lexrl.envs.degenerate import TeacherFactory
 from lexrl.envs.statute.data import (
     default_stopwords,
     load_csaid,
@@ -48,10 +48,10 @@ from lexrl.envs.statute.parsing import (
     parse_rewrite,
 )
 from lexrl.envs.statute.pool import CandidatePool
+from lexrl.policy import Messages, Policy, Teacher
 from lexrl.retrieval.base import Retriever
 from lexrl.retrieval.factory import build_retriever
 from lexrl.rewards.statute import coverage_gains, hit, recall, statute_reward
-from lexrl.rollout.policy import Messages, Policy, Teacher
 from lexrl.types import Group, Task, Trajectory
 
 ROLES = (
@@ -335,7 +335,7 @@ class StatuteEnv(Env):
         outcome = {"pool": ordered, "scores": [pool.best_score(doc) for doc in ordered]}
         return policy.finish(outcome=outcome, components=components, steps=steps, metrics=metrics)
 
-    def degenerate_policies(self) -> dict[str, PolicyFactory]:
+    def degenerate_policies(self) -> dict[str, TeacherFactory]:
         return statute_policies()
 
     def teacher(self, task: Task, rng: random.Random) -> Teacher:

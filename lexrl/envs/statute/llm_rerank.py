@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from lexrl.chat_client import make_async_client
 from lexrl.envs.statute.options import FinalRerankerConfig
-from lexrl.rewards.judge import JudgeParseError, ask_until_parsed, make_async_client
+from lexrl.rewards.judge import JudgeParseError, ask_until_parsed
 from lexrl.secrets import resolve_api_key
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from lexrl.rollout.backend import Backend, Completion, Sampling, count_turn
-from lexrl.types import Trajectory, Turn
+from lexrl.generation import Backend, Completion, Sampling, count_turn
+from lexrl.types import Task, Trajectory, Turn
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -234,7 +234,7 @@ Teacher = Callable[[str, Messages], str]
 """A scripted policy: `teacher(role, messages)` returns the reply to one `chat` call, given the
 role asked and the call's `messages` (the system prompt left out). `Env.teacher` makes one per
 task, so it knows the task (and its `gold`) without reading it from the prompt; a
-`PolicyFactory` (`lexrl.envs.degenerate`) makes one that ignores the task's content.
+`TeacherFactory` (`lexrl.envs.degenerate`) makes one that ignores the task's content.
 `ScriptedPolicy` calls it in place of a model, synchronously and in the order the env makes its
 calls, so it may keep state across the calls of its episode. A teacher raises for a role it
 does not play (`KeyError`, say), which ends the episode with that error."""
@@ -274,3 +274,8 @@ class ScriptedPolicy(Policy):
         if self.cut:
             ids = ids[: sampling.max_new_tokens]
         return Completion(ids, [0.0] * len(ids), adapter_version=-1)
+
+
+PolicyFactory = Callable[[Task], Policy]
+"""Makes the policy that plays one task's episode (`lexrl.rollout.engine.run_groups`): the
+trainer's samples from the model; a `TeacherFactory` wrapped in `ScriptedPolicy` plays a script."""
