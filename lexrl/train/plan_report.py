@@ -57,11 +57,12 @@ SAMPLER = "sampler in the rollout"
 the `hf` sampler's KV cache; the update phase frees it."""
 SMOLLM2_SHAPE = ModelShape(30, 576, 1536, 9, 3, 64, 49_152, tied=True)
 SLEEP_WAKE_S = 1.5
-"""A colocated engine's sleep before and wake after the update (level 1; scale.md: a 4B-class
-model wakes in about 1 s)."""
+"""A colocated engine's sleep before and wake after the update (vLLM's sleep mode, level 1: the
+weights go to CPU memory and come back; a 4B-class model wakes in about 1 s)."""
 PAPER_STEP_S = 9.3
-"""LegalMALR's seconds per update of 16 trajectories on 8 x RTX 4090 (6,170 updates in about
-16 h; shared/design/scale.md)."""
+"""LegalMALR's seconds per update of 16 trajectories on 8 x RTX 4090: ten epochs of its training
+queries at 2 groups per update (about 6,170 updates) in about sixteen hours (Li et al. 2026,
+"LegalMALR", arXiv:2601.17692, sec. 3.5.3)."""
 
 
 def model_shape(name_or_path: str, key: str, config: Config | None = None) -> ModelShape:
