@@ -36,7 +36,13 @@ from lexrl.options import (
     check_choices,
     check_section,
 )
-from lexrl.registry import EnvConfig, default_env, discover_envs, env_config_class
+from lexrl.registry import (
+    DEFAULT_ENV,
+    EnvConfig,
+    default_env,
+    discover_envs,
+    env_config_class,
+)
 from lexrl.secrets import URL, api_base_url, check_url, remember, server_root_url
 
 
@@ -596,7 +602,23 @@ def _moved(name: str) -> str | None:
     for old, new in MOVED_KEYS.items():
         if name == old or name.startswith(old + "."):
             return new + name[len(old) :]
-    return moved_env_key(name)
+    return moved_env_option(name) or moved_env_key(name)
+
+
+def moved_env_option(name: str, env_type: str | None = None) -> str | None:
+    """Where an env's option that moved within its options went (`env.factor_layout`:
+    `env.ablation.factor_layout`), by the `MOVED` of the env `env_type` names, or of any
+    registered env when it is None (a command line's `--env.KEY`)."""
+    section, _, key = name.rpartition(".")
+    if not section.endswith("env"):
+        return None
+    known = discover_envs()
+    classes = [known[env_type]] if env_type in known else [] if env_type else known.values()
+    for cls in classes:
+        for old, new in cls.MOVED.items():
+            if key == old:
+                return f"{section}.{new}"
+    return None
 
 
 def moved_env_key(name: str) -> str | None:
@@ -685,6 +707,19 @@ def check_moved_keys(data: dict, path: str | Path | None) -> None:
                     f"{path}: `env.{key}.*` moved to {moved}: an env's options sit under `env` "
                     "beside its `type`"
                 )
+    sections = [("env", env)]
+    members = env.get("members") if isinstance(env, dict) else None
+    for index, member in enumerate(members if isinstance(members, list) else []):
+        if isinstance(member, dict):
+            sections.append((f"env.members[{index}].env", member.get("env")))
+    for where, options in sections:
+        if not isinstance(options, dict):
+            continue
+        env_type = options.get("type", DEFAULT_ENV)
+        for key in options:
+            moved = moved_env_option(f"{where}.{key}", str(env_type))
+            if moved:
+                raise ConfigError(f"{path}: `{where}.{key}` moved to `{moved}`")
 
 
 def check_env_types(data: dict, overrides: list[str], path: str | Path | None) -> None:

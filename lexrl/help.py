@@ -53,7 +53,17 @@ MOST_USED: dict[str, tuple[str, ...]] = {
 
 @functools.cache
 def field_docstrings(cls: type) -> dict[str, str]:
-    """Each field's docstring (the string literal under it in the class body), dedented."""
+    """Each field's docstring (the string literal under it in the class body), dedented; a field
+    a base class declares (a shared option type, `lexrl.env_options`) has its base's docstring."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        docs |= _own_field_docstrings(klass)
+    return docs
+
+
+def _own_field_docstrings(cls: type) -> dict[str, str]:
+    if cls is object:
+        return {}
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError):  # no source (a frozen install): the help goes without

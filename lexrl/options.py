@@ -1,7 +1,9 @@
 """Checks of typed options that draccus' type check cannot make: a choice among strings, and the
 range of a number. A section of the config, or any dataclass nested in it, declares them as
 class attributes keyed by field name (`CHOICES`, `BOUNDS`; `name[]` for each element of a list,
-`a.b` for a field of a nested dataclass), and `check_section` walks a whole tree of them. The core
+`a.b` for a field of a nested dataclass), a class's own merged over those of the classes it
+derives from (`class_rules`: a shared option type of `lexrl.env_options` brings its ranges
+along), and `check_section` walks a whole tree of them. The core
 config (`lexrl.config`) and every env's options (`lexrl.registry.EnvConfig`) use the same
 machinery. Imports nothing of lexrl but its errors, so an env's options module stays cheap.
 """
@@ -117,6 +119,15 @@ def check_bounds(value: object, bounds: dict[str, Bound], path: str = "") -> Non
             raise ConfigError(f"`{where}` must be {allowed}, not {number!r}{why}")
 
 
+def class_rules(cls: type, name: str) -> dict[str, Any]:
+    """The `CHOICES` or `BOUNDS` (`name`) of `cls` and of every class it derives from, merged
+    along the MRO: a subclass's entry for a key replaces its base's."""
+    rules: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        rules |= klass.__dict__.get(name, {})
+    return rules
+
+
 def check_section(value: object, path: str, root: object) -> None:
     """Check a dataclass and every dataclass below it (lists of them included) against their own
     `CHOICES` and `BOUNDS`, then their `check(path, root)` cross-field rules, if they define
@@ -124,8 +135,8 @@ def check_section(value: object, path: str, root: object) -> None:
     `grpo` setting)."""
     if not is_dataclass(value):
         return
-    check_choices(value, getattr(value, "CHOICES", {}), path)
-    check_bounds(value, getattr(value, "BOUNDS", {}), path)
+    check_choices(value, class_rules(type(value), "CHOICES"), path)
+    check_bounds(value, class_rules(type(value), "BOUNDS"), path)
     for item in fields(value):
         child = getattr(value, item.name)
         if isinstance(child, list):
@@ -141,7 +152,7 @@ def check_section(value: object, path: str, root: object) -> None:
 def declared_bounds(cls: type, prefix: str = "") -> set[str]:
     """Every dotted key below the dataclass `cls` that a `BOUNDS` of it or of a dataclass nested
     in it covers (`judges[].timeout_s`), for the test that every number has a range."""
-    covered = {f"{prefix}{key}" for key in getattr(cls, "BOUNDS", {})}
+    covered = {f"{prefix}{key}" for key in class_rules(cls, "BOUNDS")}
     hints = typing.get_type_hints(cls)
     for item in fields(cls):
         hint, key = hints[item.name], f"{prefix}{item.name}"

@@ -74,6 +74,10 @@ class EnvConfig(draccus.ChoiceRegistry):
 
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {}
     BOUNDS: ClassVar[dict[str, Bound]] = {}
+    MOVED: ClassVar[dict[str, str]] = {}
+    """Options of this env that moved within its options, old key -> new key, both below `env`
+    (`{"factor_layout": "ablation.factor_layout"}`): a config or a `--env.KEY` setting an old
+    one is refused in one line naming the new one (`lexrl.config.moved_env_option`)."""
     RESUME_MAY_CHANGE: ClassVar[tuple[str, ...]] = ()
     """Options a resume may change besides `SERVICE_KEYS`: dotted keys, a section's name
     covering its keys (`("eval",)`), for options that say how a run is evaluated, not what it

@@ -12,7 +12,7 @@ import pytest
 from lexrl.config import BOUNDS, Config, ConfigError, load_config, validate
 from lexrl.envs.mixture_options import MixMember
 from lexrl.envs.statute.options import StatuteEnvConfig
-from lexrl.options import Bound, declared_bounds, numeric_options
+from lexrl.options import Bound, class_rules, declared_bounds, numeric_options
 from lexrl.registry import discover_envs
 
 
@@ -75,9 +75,9 @@ def _bound(cls: type, key: str) -> Bound:
     head, _, rest = key.partition(".")
     if rest and head in {item.name for item in dataclasses.fields(cls)}:
         hint = typing.get_type_hints(cls)[head]
-        if dataclasses.is_dataclass(hint) and rest not in getattr(cls, "BOUNDS", {}):
+        if dataclasses.is_dataclass(hint) and rest not in class_rules(cls, "BOUNDS"):
             return _bound(hint, rest)
-    return cls.BOUNDS[key]
+    return class_rules(cls, "BOUNDS")[key]
 
 
 def _set(target: object, key: str, value: object) -> None:

@@ -34,7 +34,7 @@ FORBIDDEN = {
 # config never pulls in an env, torch or an HTTP client.
 OPTIONS_MODULES = re.compile(
     r"lexrl\.envs\.\w+\.options|lexrl\.envs\.mixture_options|lexrl\.retrieval\.options"
-    r"|lexrl\.rewards\.judge_config|lexrl\.options|lexrl\.registry|lexrl\.errors"
+    r"|lexrl\.rewards\.judge_config|lexrl\.options|lexrl\.env_options|lexrl\.registry|lexrl\.errors"
 )
 
 

@@ -23,6 +23,7 @@ FLOORS: list[set[str]] = [
         "lexrl.cache_entry",
         "lexrl.chat_client",
         "lexrl.config",
+        "lexrl.env_options",
         "lexrl.errors",
         "lexrl.generation",
         "lexrl.hub",

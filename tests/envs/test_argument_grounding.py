@@ -461,5 +461,7 @@ def test_by_factor_arguer_puts_the_arguers_precedent_next_to_c1():
 
 
 def test_an_unknown_factor_layout_is_refused_by_its_key():
-    with pytest.raises(ConfigError, match="`env.factor_layout` is 'table'"):
-        load_env("argument", factor_layout="table", train_per_kind=1, test_per_kind=1)
+    with pytest.raises(ConfigError, match="`env.ablation.factor_layout` is 'table'"):
+        load_env(
+            "argument", **{"ablation.factor_layout": "table"}, train_per_kind=1, test_per_kind=1
+        )

@@ -231,7 +231,9 @@ def test_a_ply_says_yes_exactly_when_it_can_be_grounded_and_the_block_is_never_s
 def test_only_the_checklist_option_asks_the_arguers_for_it():
     plain = ArgumentEnv(load_env("argument", train_per_kind=1, test_per_kind=1).env)
     asked = ArgumentEnv(
-        load_env("argument", reasoning="checklist", train_per_kind=1, test_per_kind=1).env
+        load_env(
+            "argument", **{"ablation.reasoning": "checklist"}, train_per_kind=1, test_per_kind=1
+        ).env
     )
     for role in ("plaintiff", "defendant"):
         assert CHECKLIST_INSTRUCTION not in plain.prompts[role]

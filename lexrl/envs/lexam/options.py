@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lexrl.options import AT_LEAST_0, AT_LEAST_1, HELD_OUT, SEED
+from lexrl.env_options import HeldOutSplit, JudgeEnsemble, TurnTokens
+from lexrl.options import AT_LEAST_0, AT_LEAST_1
 from lexrl.registry import EnvConfig, register_env
 from lexrl.rewards.judge_config import JudgeConfig
 
@@ -16,8 +17,12 @@ if TYPE_CHECKING:
 
 @register_env("lexam")
 @dataclass
-class LexamEnvConfig(EnvConfig):
-    """LEXam law-exam questions: MCQ by answer marker, open ones by LLM judges."""
+class LexamEnvConfig(EnvConfig, JudgeEnsemble, TurnTokens, HeldOutSplit):
+    """LEXam law-exam questions: MCQ by answer marker, open ones by LLM judges.
+
+    Shares `HeldOutSplit` (`eval_fraction`, `split_seed`: LEXam has no training split, `split`
+    says how the held-out questions are carved out), `TurnTokens` (`max_new_tokens` per answer)
+    and `JudgeEnsemble` (`judge_aggregate`, `judge_cache_dir`) of `lexrl.env_options`."""
 
     source: str = "sample"
     """`sample` (the attributed English sample shipped with lexrl), a Hugging Face Hub dataset id
@@ -29,9 +34,6 @@ class LexamEnvConfig(EnvConfig):
     """The Hub split read (LEXam publishes `test`, and `dev` for open questions)."""
     language: str = "en"
     """`en`, `de`, or empty for both."""
-    eval_fraction: float = 0.3
-    """Share of the questions held out for evaluation (LEXam has no training split; `split` says
-    how it is carved out). At most 0.5 (`lexrl.envs.data.split_by_group`)."""
     split: str | None = None
     """How the held-out questions are chosen. `course`: whole courses (docs/sources.md: carve
     by course, never by question; `split_by_course`). `facts`: each course in proportion, whole
@@ -40,8 +42,6 @@ class LexamEnvConfig(EnvConfig):
     of three others with a different answer shape (the shortest option right on 0.70 of them,
     on 0.25 of the 130), so no course split can be held out like the training questions;
     `course` for any other source, the shipped open questions (14 courses) included."""
-    split_seed: int = 0
-    """Seed of the split: the same seed gives the same held-out questions."""
     workflow: str = "single"
     """`single`: the paper's examinee answers. `draft_review`: the policy drafts an answer, then
     reviews its draft as the `reviewer` role and gives the final answer (two agents, one
@@ -50,8 +50,6 @@ class LexamEnvConfig(EnvConfig):
     """MCQ examinee prompt: `paper` (LEXam App. E.4: step-by-step legal reasoning ending in
     `Correct Answer: ###C###`) or `brief` (the marked label alone, after one worked example
     exchange; for a model too small to follow the paper's prompt, the CPU demo's way in)."""
-    max_new_tokens: int | None = None
-    """Tokens per answer; None: `rollout.max_new_tokens`."""
     teacher_max_words: int | None = None
     """The scripted teacher's open answers (warm-start): the reference answer's first this many
     words; None: all of it. A reference longer than the answer cap (`max_new_tokens`) teaches
@@ -70,14 +68,9 @@ class LexamEnvConfig(EnvConfig):
     judges: list[JudgeConfig] = field(default_factory=list)
     """Open questions: the judge endpoints (paper: GPT-4o, DeepSeek-V3, Qwen3-32B). Empty: the
     policy judges as its `judge` role."""
-    judge_aggregate: str = "min"
-    """How the judges' scores combine per answer: `min` (the paper's ensemble) or `mean`."""
     judge_trainable: bool = False
     """With the policy as judge: whether its `judge` turns are trained (they get the episode's
     advantage, like every other role)."""
-    judge_cache_dir: str = ".lexrl_cache/judge"
-    """On-disk cache of judge replies keyed by model, messages and sampling: a re-evaluation
-    or a resumed run pays for no judge call twice."""
     judge_max_parse_retries: int = 2
     """With the policy as judge: times an unparsable judgment is re-asked with the reason."""
 
@@ -93,12 +86,8 @@ class LexamEnvConfig(EnvConfig):
         "split": (None, "course", "facts"),
         "workflow": ("single", "draft_review"),
         "prompt": ("paper", "brief"),
-        "judge_aggregate": ("min", "mean"),
     }
     BOUNDS = {
-        "eval_fraction": HELD_OUT,
-        "split_seed": SEED,
-        "max_new_tokens": AT_LEAST_1,
         "teacher_max_words": AT_LEAST_1,
         "format_weight": AT_LEAST_0,
         "judge_max_parse_retries": AT_LEAST_0,

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lexrl.env_options import ChatEndpoint, with_defaults
 from lexrl.errors import ConfigError
-from lexrl.options import ABOVE_0, AT_LEAST_0, AT_LEAST_1
+from lexrl.options import AT_LEAST_0, AT_LEAST_1
 from lexrl.registry import EnvConfig, register_env
 from lexrl.retrieval.options import RetrievalConfig
 
@@ -19,43 +20,27 @@ STATUTE_BASELINES = ("bm25", "bm25-stard", "dense", "dense+reranker")
 
 
 @dataclass
-class FinalRerankerConfig:
+@with_defaults(base_url="", api_key_env="OPENAI_API_KEY", max_tokens=256, timeout_s=120.0)
+class FinalRerankerConfig(ChatEndpoint):
+    """The zero-shot listwise reranker (`ChatEndpoint`: `base_url` as DashScope's
+    `https://dashscope.aliyuncs.com/compatible-mode/v1` for Qwen-Max; its reply is a short JSON
+    list with no chain of thought, hence 256 `max_tokens`)."""
+
     model: str = ""
     """Chat model of the zero-shot listwise reranker applied to the pool at evaluation (LegalMALR
     sec. 3.4 uses Qwen-Max); empty: the pool order is the final ranking."""
-    base_url: str = ""
-    """OpenAI-compatible base URL with its version prefix (`http://host:8000/v1`, or DashScope's
-    `https://dashscope.aliyuncs.com/compatible-mode/v1` for Qwen-Max); no credentials or query
-    string in it (refused): the key goes in `api_key_env`."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Name of the environment variable holding the API key, never the key (refused); unset:
-    "EMPTY" is sent, which a server without authentication ignores."""
+    max_retries: int = 2
+    """Transport retries by the openai client (connection errors, timeouts, 408/409/429/5xx)
+    and, separately, re-asks after an unparsable reply; then the pool order is kept and the
+    query is recorded as failed."""
     top_k: int = 10
     """Candidates the model selects (LegalMALR: the end-to-end top-10)."""
     max_candidates: int = 30
     """Pool candidates shown, best first by pool order."""
     max_chars: int = 300
     """Characters of each candidate article shown."""
-    max_retries: int = 2
-    """Transport retries by the openai client (connection errors, timeouts, 408/409/429/5xx)
-    and, separately, re-asks after an unparsable reply; then the pool order is kept and the
-    query is recorded as failed."""
-    concurrency: int = 8
-    """Requests in flight."""
-    timeout_s: float = 120.0
-    """Per-request timeout."""
-    max_tokens: int = 256
-    """Completion cap; the reply is a short JSON list, with no chain of thought."""
 
-    BOUNDS = {
-        "top_k": AT_LEAST_1,
-        "max_candidates": AT_LEAST_1,
-        "max_chars": AT_LEAST_1,
-        "max_retries": AT_LEAST_0,
-        "concurrency": AT_LEAST_1,
-        "timeout_s": ABOVE_0,
-        "max_tokens": AT_LEAST_1,
-    }
+    BOUNDS = {"top_k": AT_LEAST_1, "max_candidates": AT_LEAST_1, "max_chars": AT_LEAST_1}
 
     def check(self, path: str, config: object) -> None:
         if self.model and not self.base_url:
