@@ -63,6 +63,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     _config_command(commands, "train", "GRPO training (eval before/after, learning curve)")
+    _add_plan(commands)
+    _add_eval(commands)
+    _add_audit(commands)
+    _add_compare(commands)
+    _add_rollout(commands)
+    _config_command(commands, "index", "encode the env's corpus for dense retrieval (cached)")
+    _add_serve(commands)
+    _add_serve_env(commands)
+    _add_envs(commands)
+    _add_new_env(commands)
+    _add_config(commands)
+    return parser
+
+
+def _add_plan(commands: argparse._SubParsersAction) -> None:
     plan = _config_command(
         commands,
         "plan",
@@ -107,6 +122,9 @@ def _parser() -> argparse.ArgumentParser:
         help="trainable turns per trajectory when no rollout is possible (default 8)",
     )
     plan.add_argument("--json", action="store_true", help="also print the plan as one JSON line")
+
+
+def _add_eval(commands: argparse._SubParsersAction) -> None:
     evaluate = _config_command(
         commands, "eval", "evaluate a checkpoint (or the base policy) on a split"
     )
@@ -115,6 +133,9 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="checkpoint folder (…/checkpoints/step-N); omit for the base",
     )
+
+
+def _add_audit(commands: argparse._SubParsersAction) -> None:
     audit = _config_command(
         commands,
         "audit",
@@ -133,6 +154,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="play whole replies, without the model's tokenizer and the config's token caps",
     )
+
+
+def _add_compare(commands: argparse._SubParsersAction) -> None:
     compare = commands.add_parser(
         "compare", help="evaluation reports side by side, differences and interval overlap"
     )
@@ -148,6 +172,9 @@ def _parser() -> argparse.ArgumentParser:
         help="compare reports whose evaluated tasks differ",
     )
     compare.add_argument("--out", default=None, help="also write the Markdown to this file")
+
+
+def _add_rollout(commands: argparse._SubParsersAction) -> None:
     rollout = _config_command(commands, "rollout", "dump trajectories as JSONL for reading")
     rollout.add_argument("--split", default="train", help="split whose tasks are played")
     rollout.add_argument("--num-tasks", type=int, default=4, help="tasks played (default 4)")
@@ -155,7 +182,9 @@ def _parser() -> argparse.ArgumentParser:
     rollout.add_argument(
         "--out", default=None, help="output JSONL (default: <run.output_dir>/rollouts.jsonl)"
     )
-    _config_command(commands, "index", "encode the env's corpus for dense retrieval (cached)")
+
+
+def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve = _config_command(
         commands,
         "serve",
@@ -165,6 +194,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+
+
+def _add_serve_env(commands: argparse._SubParsersAction) -> None:
     serve_env = _config_command(
         commands,
         "serve-env",
@@ -180,6 +212,9 @@ def _parser() -> argparse.ArgumentParser:
     serve_env.add_argument(
         "--max-sessions", type=int, default=16, help="concurrent episodes (default 16)"
     )
+
+
+def _add_envs(commands: argparse._SubParsersAction) -> None:
     envs = commands.add_parser(
         "envs",
         help="list the registered environments, or one env's data statistics",
@@ -204,6 +239,9 @@ def _parser() -> argparse.ArgumentParser:
         help="config whose env to load for --stats (default: the env's own defaults, which are "
         "not its demo's: give configs/NAME_cpu.yaml for those)",
     )
+
+
+def _add_new_env(commands: argparse._SubParsersAction) -> None:
     new_env = commands.add_parser(
         "new-env",
         help="write a working env package to start a legal task of your own from",
@@ -225,6 +263,9 @@ def _parser() -> argparse.ArgumentParser:
     new_env.add_argument(
         "--dir", default=".", help="where to write the folder NAME (default: here)"
     )
+
+
+def _add_config(commands: argparse._SubParsersAction) -> None:
     config = commands.add_parser("config", help="the config's sections and keys, documented")
     actions = config.add_subparsers(dest="action", required=True, metavar="show")
     show = actions.add_parser(
@@ -239,7 +280,6 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECTION",
         help="grpo, rollout, env.lexam, ... (default: list)",
     )
-    return parser
 
 
 def _command_help(command: argparse.ArgumentParser) -> str:
@@ -260,9 +300,10 @@ def _load(path: str | None, overrides: list[str], required: bool = True) -> Conf
     return load_config(path, overrides)
 
 
-def _policy_from_checkpoint(config: Config, checkpoint: str | None):
+def _policy_from_checkpoint(config: Config, checkpoint: str | None, command: str = "eval"):
     """The env, the backend and the tokenizer a checkpoint (or the base) is played with; for
-    `rollout.backend: openai` the served model at `rollout.base_url`, with no local tokenizer."""
+    `rollout.backend: openai` the served model at `rollout.base_url`, with no local tokenizer.
+    `command` (eval, rollout) is named by the line said before a tiny base is warm-started."""
     from lexrl.envs import make_env
 
     # The env reads its data before torch and the model load, so a bad file is reported at once.
@@ -286,9 +327,9 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
     from accelerate import Accelerator
 
     from lexrl.rollout.factory import make_backend
+    from lexrl.train.base_model import build_policy
     from lexrl.train.checkpoint import load_adapter_weights
     from lexrl.train.plan_report import resolve_engine_memory
-    from lexrl.train.trainer import build_policy
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     adapter = Path(checkpoint) / "adapter" if checkpoint else None
@@ -297,7 +338,7 @@ def _policy_from_checkpoint(config: Config, checkpoint: str | None):
     trained_on = adapter_base(adapter) if adapter is not None else None
     if trained_on is not None:
         print(f"base: {trained_on} (the checkpoint's, from its adapter_config.json)")
-    _, policy, tokenizer, base_path = build_policy(config, accelerator, trained_on, env)
+    _, policy, tokenizer, base_path = build_policy(config, accelerator, trained_on, env, command)
     resolve_engine_memory(config, processes=1)
     if adapter is not None:
         load_adapter_weights(policy, adapter)
@@ -611,17 +652,8 @@ def _report_bug() -> None:
 
 def _run(argv: list[str] | None) -> None:
     args, overrides = _parser().parse_known_args(argv)
-    if args.command == "envs":
-        _envs(args, overrides)
-        return
-    if args.command == "compare":
-        _compare(args, overrides)
-        return
-    if args.command == "new-env":
-        _new_env(args, overrides)
-        return
-    if args.command == "config":
-        _show_config(args.section, overrides)
+    if args.command in _WITHOUT_CONFIG:
+        _WITHOUT_CONFIG[args.command](args, overrides)
         return
     if args.help:
         print(_command_help(args.command_parser))
@@ -634,77 +666,102 @@ def _run(argv: list[str] | None) -> None:
 
         config = serve_config(args.config, overrides)
     config = config or _load(args.config, overrides)
-    if args.command == "plan":
-        _plan(config, args)
-    elif args.command == "train":
+    _WITH_CONFIG[args.command](config, args)
+
+
+def _train(config: Config, args: argparse.Namespace) -> None:
+    check_output_dir(config.run.output_dir)
+    from lexrl.train.run_lock import run_folder_lock
+    from lexrl.train.trainer import train
+
+    with run_folder_lock(config.run.output_dir):
+        train(config)
+
+
+def _eval(config: Config, args: argparse.Namespace) -> None:
+    check_output_dir(config.run.output_dir)
+    _evaluate(config, args.checkpoint)
+
+
+def _serve(config: Config, args: argparse.Namespace) -> None:
+    _check_port(args.port, lowest=1)
+    import torch
+    from accelerate import Accelerator
+    from transformers import AutoConfig
+
+    from lexrl.envs import make_env
+    from lexrl.hub import loading
+    from lexrl.rollout.serve import serve
+    from lexrl.train.base_model import resolve_base
+
+    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    base_path = str(resolve_base(config, make_env(config.env), accelerator, "serve"))
+    # vLLM would fail on a missing model only after its slow start, in a long traceback.
+    with loading("model.name_or_path", base_path):
+        AutoConfig.from_pretrained(base_path)
+    serve(config, base_path, args.host, args.port)
+
+
+def _serve_env(config: Config, args: argparse.Namespace) -> None:
+    from lexrl.integrations.openenv_server import serve_env
+
+    _check_port(args.port, lowest=0)
+    if args.max_sessions < 1:
+        raise ConfigError(f"--max-sessions {args.max_sessions}: give at least 1")
+    serve_env(config, args.host, args.port, args.split, args.max_sessions)
+
+
+def _rollout(config: Config, args: argparse.Namespace) -> None:
+    """Play `--num-tasks` tasks of `--split` and write their trajectories as JSONL."""
+    import torch
+
+    from lexrl.policy import Policy
+    from lexrl.rollout.engine import run_groups
+
+    if args.out is None:
         check_output_dir(config.run.output_dir)
-        from lexrl.train.run_lock import run_folder_lock
-        from lexrl.train.trainer import train
+    env, backend, tokenizer = _policy_from_checkpoint(config, args.checkpoint, "rollout")
+    torch.manual_seed(config.run.seed)
+    tasks = env.tasks(args.split)[: args.num_tasks]
+    groups = run_groups(
+        env,
+        tasks,
+        config.grpo.num_generations,
+        lambda task: Policy(backend, tokenizer, task.id, config.rollout.max_new_tokens),
+    )
+    out = Path(args.out or Path(config.run.output_dir) / "rollouts.jsonl")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with out.open("w", encoding="utf-8") as file:
+            for group in groups:
+                for trajectory in group.trajectories:
+                    file.write(trajectory.to_json() + "\n")
+    except OSError as error:
+        # A failed write() names no file; the one-line error should.
+        error.filename = error.filename or str(out)
+        raise
+    print(json.dumps({"trajectories": sum(len(g.trajectories) for g in groups), "out": str(out)}))
 
-        with run_folder_lock(config.run.output_dir):
-            train(config)
-    elif args.command == "eval":
-        check_output_dir(config.run.output_dir)
-        _evaluate(config, args.checkpoint)
-    elif args.command == "index":
-        _index(config)
-    elif args.command == "audit":
-        _audit(config, args)
-    elif args.command == "serve":
-        _check_port(args.port, lowest=1)
-        import torch
-        from accelerate import Accelerator
-        from transformers import AutoConfig
 
-        from lexrl.envs import make_env
-        from lexrl.hub import loading
-        from lexrl.rollout.serve import serve
-        from lexrl.train.trainer import resolve_base
+_WITHOUT_CONFIG = {
+    "envs": _envs,
+    "compare": _compare,
+    "new-env": _new_env,
+    "config": lambda args, overrides: _show_config(args.section, overrides),
+}
+"""The commands that take no config: each with its arguments and the unparsed rest."""
 
-        accelerator = Accelerator(cpu=not torch.cuda.is_available())
-        base_path = str(resolve_base(config, make_env(config.env), accelerator))
-        # vLLM would fail on a missing model only after its slow start, in a long traceback.
-        with loading("model.name_or_path", base_path):
-            AutoConfig.from_pretrained(base_path)
-        serve(config, base_path, args.host, args.port)
-    elif args.command == "serve-env":
-        from lexrl.integrations.openenv_server import serve_env
-
-        _check_port(args.port, lowest=0)
-        if args.max_sessions < 1:
-            raise ConfigError(f"--max-sessions {args.max_sessions}: give at least 1")
-        serve_env(config, args.host, args.port, args.split, args.max_sessions)
-    elif args.command == "rollout":
-        import torch
-
-        from lexrl.policy import Policy
-        from lexrl.rollout.engine import run_groups
-
-        if args.out is None:
-            check_output_dir(config.run.output_dir)
-        env, backend, tokenizer = _policy_from_checkpoint(config, args.checkpoint)
-        torch.manual_seed(config.run.seed)
-        tasks = env.tasks(args.split)[: args.num_tasks]
-        groups = run_groups(
-            env,
-            tasks,
-            config.grpo.num_generations,
-            lambda task: Policy(backend, tokenizer, task.id, config.rollout.max_new_tokens),
-        )
-        out = Path(args.out or Path(config.run.output_dir) / "rollouts.jsonl")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with out.open("w", encoding="utf-8") as file:
-                for group in groups:
-                    for trajectory in group.trajectories:
-                        file.write(trajectory.to_json() + "\n")
-        except OSError as error:
-            # A failed write() names no file; the one-line error should.
-            error.filename = error.filename or str(out)
-            raise
-        print(
-            json.dumps({"trajectories": sum(len(g.trajectories) for g in groups), "out": str(out)})
-        )
+_WITH_CONFIG = {
+    "plan": _plan,
+    "train": _train,
+    "eval": _eval,
+    "index": lambda config, args: _index(config),
+    "audit": _audit,
+    "serve": _serve,
+    "serve-env": _serve_env,
+    "rollout": _rollout,
+}
+"""The commands that take a config (and `--section.key value` overrides), loaded first."""
 
 
 if __name__ == "__main__":

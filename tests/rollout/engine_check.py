@@ -19,7 +19,7 @@ def main(config_path: str, adapter_dir: str) -> None:
 
     from lexrl.config import load_config
     from lexrl.rollout.vllm_engine import VLLMEngineBackend
-    from lexrl.train.trainer import build_policy
+    from lexrl.train.base_model import build_policy
     from tests.rollout.vllm_fixtures import planner_prompts, sample_and_compare
 
     config = load_config(config_path)

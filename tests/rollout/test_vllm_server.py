@@ -79,7 +79,7 @@ def _policy_and_prompts(config_path):
     from accelerate import Accelerator
 
     from lexrl.config import load_config
-    from lexrl.train.trainer import build_policy
+    from lexrl.train.base_model import build_policy
 
     env, policy, tokenizer, _ = build_policy(load_config(config_path), Accelerator(cpu=True))
     return policy, tokenizer, planner_prompts(env, tokenizer)

@@ -112,7 +112,7 @@ def _uninterrupted_builds(config_path: Path, model_cache: str) -> tuple[Path, Pa
     from lexrl.config import load_config
     from lexrl.envs import make_env
     from lexrl.models import tiny_model_dir
-    from lexrl.train.trainer import resolve_base
+    from lexrl.train.base_model import resolve_base
 
     config = load_config(config_path, [*SMALL_WARM_START, "--model.cache_dir", model_cache])
     env = make_env(config.env)
