@@ -152,11 +152,13 @@ def main() -> None:
     parser.add_argument(
         "--ply-only", action="store_true", help="train on the rows of the ply read alone"
     )
-    parser.add_argument("--reasoning", default=None, help="env.reasoning (default: the config's)")
+    parser.add_argument(
+        "--reasoning", default=None, help="env.ablation.reasoning (default: the config's)"
+    )
     parser.add_argument("--out", help="append the result as a JSON line here")
     args, config_overrides = parser.parse_known_args()
 
-    overrides = ["--env.reasoning", args.reasoning] if args.reasoning else []
+    overrides = ["--env.ablation.reasoning", args.reasoning] if args.reasoning else []
     config = load_config(args.config, overrides + config_overrides)
     env = make_env(config.env)
     start = time.time()

@@ -1,7 +1,7 @@
 """Peak memory and speed of one `Learner.update`, measured, beside what `lexrl plan` predicts.
 
     python scripts/bench_update_memory.py [--layers 1,2,4] [--shapes 4x1000+256,2x256+64]
-        [--checkpointing off,on] [--lexrl-root PATH] [--json results.jsonl]
+        [--checkpointing off,on] [--lexrl-root PATH] [--json results.jsonl] [--model tiny]
 
 The model is random, with Qwen3-4B-Instruct's widths (hidden 2,560, MLP 9,728, 32 query and 8 KV
 heads of 128, a tied 151,936-token vocabulary) and `--layers` decoder layers, in bf16 on the
@@ -26,7 +26,9 @@ memory, and reports:
 
 `--lexrl-root` measures another checkout's `Learner` (e.g. the commit before the memory work:
 `git worktree add /tmp/before <commit>`); `predicted_mb` is then still this checkout's plan.
-The table goes to stdout as Markdown; `--json` appends one line per run.
+The table goes to stdout as Markdown; `--json` appends one line per run. `--model tiny` swaps
+Qwen3-4B's widths for a few-MB model of the same architecture (hidden 128, a 4,096-token
+vocabulary), the same measurement in seconds: the CPU test runs it so (tests/scripts/).
 """
 
 from __future__ import annotations
@@ -48,6 +50,17 @@ QWEN3_4B = {
     "vocab_size": 151936,
     "tie_word_embeddings": True,
 }
+TINY = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": 4096,
+    "tie_word_embeddings": True,
+}
+# The widths by `--model`; a saved run without a "model" is Qwen3-4B's.
+MODELS = {"qwen3-4b": QWEN3_4B, "tiny": TINY}
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -64,7 +77,12 @@ def rss_mb(field: str) -> float:
 
 
 def child(
-    layers: int, shape: str, checkpointing: bool, timed: bool = True, budget: int | None = None
+    layers: int,
+    shape: str,
+    checkpointing: bool,
+    timed: bool = True,
+    budget: int | None = None,
+    model_name: str = "qwen3-4b",
 ) -> dict:
     import torch
     from accelerate import Accelerator
@@ -77,7 +95,8 @@ def child(
 
     torch.manual_seed(0)
     rows, prompt, completion = parse_shape(shape)
-    config = Qwen3Config(**QWEN3_4B, num_hidden_layers=layers, max_position_embeddings=8192)
+    widths = MODELS[model_name]
+    config = Qwen3Config(**widths, num_hidden_layers=layers, max_position_embeddings=8192)
     model = Qwen3ForCausalLM._from_config(config, dtype=torch.bfloat16)
     policy = add_lora(model, LoraConfig(r=16, alpha=32), seed=0)
     grpo = {"loss": "grpo", "micro_batch_size": rows, "learning_rate": 1e-5}
@@ -87,10 +106,11 @@ def child(
         grpo["micro_batch_tokens"] = budget
     learner = Learner(policy, GRPOConfig(**grpo), 10, Accelerator(cpu=True), pad_id=0)
     generator = torch.Generator().manual_seed(1)
+    high = min(150_000, widths["vocab_size"])
     batch = [
         Row(
-            torch.randint(1, 150_000, (prompt,), generator=generator).tolist(),
-            torch.randint(1, 150_000, (completion,), generator=generator).tolist(),
+            torch.randint(1, high, (prompt,), generator=generator).tolist(),
+            torch.randint(1, high, (completion,), generator=generator).tolist(),
             [-2.0] * completion,
             1.0 if i % 2 else -1.0,
             1.0,
@@ -109,6 +129,7 @@ def child(
         learner.update(batch)
         seconds = time.perf_counter() - started
     return {
+        "model": model_name,
         "layers": layers,
         "shape": shape,
         "checkpointing": checkpointing,
@@ -121,21 +142,28 @@ def child(
     }
 
 
-def predicted(layers: int, shape: str, checkpointing: bool, budget: int | None = None) -> dict:
+def predicted(
+    layers: int,
+    shape: str,
+    checkpointing: bool,
+    budget: int | None = None,
+    model_name: str = "qwen3-4b",
+) -> dict:
     from lexrl.train.plan import ModelShape, update_memory
 
+    widths = MODELS[model_name]
     rows, prompt, completion = parse_shape(shape)
     if budget:
         # The largest micro-batch `split_micro_batches` makes of equal rows.
         rows = min(rows, max(1, budget // (prompt + completion)))
     model = ModelShape(
         layers=layers,
-        hidden=QWEN3_4B["hidden_size"],
-        intermediate=QWEN3_4B["intermediate_size"],
-        heads=QWEN3_4B["num_attention_heads"],
-        kv_heads=QWEN3_4B["num_key_value_heads"],
-        head_dim=QWEN3_4B["head_dim"],
-        vocab=QWEN3_4B["vocab_size"],
+        hidden=widths["hidden_size"],
+        intermediate=widths["intermediate_size"],
+        heads=widths["num_attention_heads"],
+        kv_heads=widths["num_key_value_heads"],
+        head_dim=widths["head_dim"],
+        vocab=widths["vocab_size"],
         tied=True,
     )
     parts = update_memory(
@@ -185,6 +213,7 @@ def print_row(result: dict) -> None:
         result["shape"],
         result["checkpointing"],
         result.get("micro_batch_tokens"),
+        result.get("model", "qwen3-4b"),
     )
     total = result["predicted"]["total"]
     result["ratio"] = round(total / result["measured_mb"], 3)
@@ -218,6 +247,12 @@ def main() -> None:
     parser.add_argument(
         "--from-json", help="print the table of these saved runs with this checkout's plan"
     )
+    parser.add_argument(
+        "--model",
+        default="qwen3-4b",
+        choices=sorted(MODELS),
+        help="the random model's widths (tiny: a few MB, for a quick check on a CPU)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.from_json:
@@ -226,21 +261,28 @@ def main() -> None:
             print_row(json.loads(line))
         return
     if args.child:
-        layers, shape, checkpointing, timed, budget = json.loads(args.child)
-        print(json.dumps(child(layers, shape, checkpointing, timed, budget)))
+        print(json.dumps(child(*json.loads(args.child))))
         return
     env = dict(os.environ)
     if not args.glibc_default:
         env["MALLOC_MMAP_THRESHOLD_"] = "65536"
     if args.lexrl_root:
         env["PYTHONPATH"] = os.pathsep.join([args.lexrl_root, env.get("PYTHONPATH", "")])
+    print(f"model: {args.model}, random weights, bf16 on the CPU")
     print_header()
     for layers in [int(n) for n in args.layers.split(",")]:
         for shape in args.shapes.split(","):
             for mode in args.checkpointing.split(","):
                 checkpointing = mode == "on"
                 spec = json.dumps(
-                    [layers, shape, checkpointing, not args.no_time, args.micro_batch_tokens]
+                    [
+                        layers,
+                        shape,
+                        checkpointing,
+                        not args.no_time,
+                        args.micro_batch_tokens,
+                        args.model,
+                    ]
                 )
                 result = run_child(__file__, spec, env)
                 print_row(result)

@@ -32,7 +32,11 @@ from lexrl.models import config_tokenizer
 KINDS = ("arguable", "mismatched", "non_arguable")
 
 
-def change_text(change: Change) -> str:
+def change_text(change: Change | None) -> str:
+    """`before -> after (change [95% CI])`; "-" for a metric no triple reports on both sides
+    (`task_score_with_distinctions` before a model that never argues)."""
+    if change is None:
+        return "-"
     d = change.difference
     return (
         f"{change.before:.3f} -> {change.after:.3f} "
@@ -106,10 +110,10 @@ def main() -> None:
         changes = {c.metric: c for c in paired_changes(before, after, keys)}
         sep_before, sep_after, sep = separation_change(before, after)
         cells = [
-            change_text(changes[m])
+            change_text(changes.get(m))
             for m in ("reward", "task_score", "task_score_with_distinctions")
         ]
-        cells += [change_text(changes[f"right_decision_{kind}"]) for kind in KINDS]
+        cells += [change_text(changes.get(f"right_decision_{kind}")) for kind in KINDS]
         cells.append(
             f"{sep_before:+.3f} -> {sep_after:+.3f} "
             f"({sep['mean']:+.3f} [{sep['low']:+.3f}, {sep['high']:+.3f}])"

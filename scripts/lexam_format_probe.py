@@ -21,7 +21,7 @@ import torch
 from lexrl.config import ModelConfig
 from lexrl.envs.lexam.env import LexamEnv
 from lexrl.envs.lexam.options import LexamEnvConfig
-from lexrl.envs.lexam.reward import parse_mcq_answer
+from lexrl.envs.mcq import parse_mcq_answer
 from lexrl.models import load_base
 
 

@@ -2,6 +2,7 @@
 demo's stand-in judge, `builtin:reference-overlap` (docs/benchmarks.md).
 
     python scripts/lexam_judge_probe.py [--model smollm2-135m] [--questions 12]
+    python scripts/lexam_judge_probe.py --base-url http://127.0.0.1:8000/v1 --served-model NAME
 
 For the `questions` open questions of the shipped English sample with the shortest reference
 answers, four answers are judged at temperature 0 by vLLM: the reference answer itself, another
@@ -11,6 +12,10 @@ Three ways of asking: `paper` (LEXam's judge prompt, App. E.2, as the env sends 
 completion that already opens `[[`, so only the number is left to write). Prints, per way and
 answer, the share of replies with a parsable `[[x]]` and the mean parsed score. A judge worth
 using scores the reference answer near 1 and the others lower.
+
+With `--base-url` the same prompts go, as text completions, to a server of the same model
+(`lexrl serve`'s, or any OpenAI-compatible one) instead of a vLLM engine started here: the CPU
+test asks the served SmolLM2 of the test session so (tests/scripts/).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Callable
+from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
@@ -44,6 +51,8 @@ Reference: {reference}
 Answer: {answer}
 Score:"""
 _NUMBER = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*\]\]")
+Generate = Callable[[list[str]], list[str]]
+"""Greedy replies to text prompts, in order."""
 
 
 def answers(tasks: list[Task], index: int) -> dict[str, str]:
@@ -80,25 +89,61 @@ def score(way: str, reply: str) -> float | None:
         return None
 
 
+def in_process(path: str | Path, max_tokens: int) -> tuple[Generate, PreTrainedTokenizerBase]:
+    """A vLLM engine of the model at `path`, started here."""
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(model=str(path), max_model_len=4096, gpu_memory_utilization=0.5, dtype="float32")
+    sampling = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+
+    def generate(prompts: list[str]) -> list[str]:
+        return [out.outputs[0].text for out in llm.generate(prompts, sampling)]
+
+    return generate, llm.get_tokenizer()
+
+
+def served(
+    base_url: str, model: str, path: str | Path, max_tokens: int
+) -> tuple[Generate, PreTrainedTokenizerBase]:
+    """The model served as `model` at `base_url` (OpenAI's completions API); the chat template
+    from its files at `path`."""
+    from openai import OpenAI
+    from transformers import AutoTokenizer
+
+    client = OpenAI(base_url=base_url, api_key="EMPTY")  # a local server: no key
+
+    def generate(prompts: list[str]) -> list[str]:
+        response = client.completions.create(
+            model=model, prompt=prompts, temperature=0.0, max_tokens=max_tokens
+        )
+        return [choice.text for choice in sorted(response.choices, key=lambda c: c.index)]
+
+    return generate, AutoTokenizer.from_pretrained(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--cache-dir", default=".lexrl_cache")
     parser.add_argument("--questions", type=int, default=12)
     parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument(
+        "--base-url", help="ask this OpenAI-compatible server (with /v1) instead of starting vLLM"
+    )
+    parser.add_argument("--served-model", help="the model's name there (default: --model)")
     args = parser.parse_args()
-
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    from vllm import LLM, SamplingParams
 
     config = ModelConfig(name_or_path=args.model, cache_dir=args.cache_dir)
     path = builtin_model_dir(config) or args.model
     env = LexamEnv(LexamEnvConfig(config="open_question", language="en"))
     tasks = env.tasks("train") + env.tasks("test")
     tasks = sorted(tasks, key=lambda task: len(task.gold))[: args.questions]
-    llm = LLM(model=str(path), max_model_len=4096, gpu_memory_utilization=0.5, dtype="float32")
-    tokenizer = llm.get_tokenizer()
-    sampling = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
+    if args.base_url:
+        model = args.served_model or args.model
+        generate, tokenizer = served(args.base_url, model, path, args.max_tokens)
+    else:
+        generate, tokenizer = in_process(path, args.max_tokens)
     print("| way | answer | replies with a score | mean score |\n|---|---|---|---|")
     for way in ("paper", "few-shot", "forced"):
         for kind in answers(tasks, 0):
@@ -106,7 +151,7 @@ def main() -> None:
                 prompt(way, env, task, answers(tasks, i)[kind], tokenizer)
                 for i, task in enumerate(tasks)
             ]
-            replies = [out.outputs[0].text for out in llm.generate(prompts, sampling)]
+            replies = generate(prompts)
             scores = [s for s in (score(way, reply) for reply in replies) if s is not None]
             mean = f"{sum(scores) / len(scores):.2f}" if scores else "-"
             print(f"| {way} | {kind} | {len(scores)}/{len(replies)} | {mean} |", flush=True)

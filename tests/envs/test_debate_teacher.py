@@ -16,7 +16,7 @@ from lexrl.envs.debate.degenerate import debate_policies
 from lexrl.envs.debate.env import DebateEnv, _for_system
 from lexrl.envs.debate.options import DebateEnvConfig
 from lexrl.envs.debate.parsing import decision, position
-from lexrl.envs.lexam.reward import format_choices
+from lexrl.envs.mcq import format_choices
 from lexrl.eval.audit import SHARE_BOUND, TEACHER, audit_env
 from lexrl.policy import ScriptedPolicy
 from lexrl.train.warmstart import scripted_rows

@@ -13,7 +13,8 @@ from lexrl.envs.lexam.metrics import (
     mcq_metrics,
     mcq_record,
 )
-from lexrl.envs.lexam.reward import parse_mcq_answer, parse_mcq_answer_lexam_parity
+from lexrl.envs.lexam.reward import parse_mcq_answer_lexam_parity
+from lexrl.envs.mcq import parse_mcq_answer
 from lexrl.types import Task, Trajectory, Turn
 
 # (reply, option count, the authors' answer, the reward parser's answer), worked out by hand:

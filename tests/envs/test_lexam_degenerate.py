@@ -10,7 +10,7 @@ import pytest
 from lexrl.config import load_config
 from lexrl.envs import make_env
 from lexrl.envs.lexam.degenerate import lexam_policies, question_and_options, question_text
-from lexrl.envs.lexam.reward import format_choices
+from lexrl.envs.mcq import format_choices
 from lexrl.eval.audit import SHARE_BOUND, TEACHER, audit_env
 from lexrl.types import Task
 

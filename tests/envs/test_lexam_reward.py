@@ -2,14 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lexrl.envs.lexam.reward import (
-    format_choices,
-    mcq_reward,
-    option_label,
-    parse_mcq_answer,
-    parse_mcq_answer_lexam_parity,
-    total,
-)
+from lexrl.envs.lexam.reward import mcq_reward, parse_mcq_answer_lexam_parity, total
+from lexrl.envs.mcq import format_choices, option_label, parse_mcq_answer
 
 # Text made mostly of marker pieces, so the parsers meet near-misses, not just noise.
 marker_text = st.lists(

@@ -44,7 +44,7 @@ from lexrl.envs.debate.rubric import RUBRIC_FORMAT, parse_rubric, rubric_message
 from lexrl.envs.debate.teacher import mcq_teacher, open_teacher
 from lexrl.envs.degenerate import TeacherFactory
 from lexrl.envs.lexam.data import default_sample
-from lexrl.envs.lexam.reward import format_choices, option_label
+from lexrl.envs.mcq import format_choices, option_label
 from lexrl.errors import ConfigError, DatasetError
 from lexrl.policy import Messages, Policy, Teacher
 from lexrl.rewards.judge import JudgeClient, JudgeParseError, strip_thinking

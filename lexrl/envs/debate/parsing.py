@@ -1,6 +1,6 @@
 """The options a debater argues or a judge picks, read from free text.
 
-The prompts ask for the LEXam marker (`###B###`), which `lexrl.envs.lexam.reward.mcq_answers`
+The prompts ask for the LEXam marker (`###B###`), which `lexrl.envs.mcq.mcq_answers`
 reads. A small model answers in its own words instead ("B. i and iii", "The answer is B"), so
 without a marker the stated forms count too: "answer is B", "answer: (B)", "option B", "I
 choose B", and a reply that BEGINS with "B." / "B)" / "(B)" (only at the start: a reply that
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import string
 
-from lexrl.envs.lexam.reward import mcq_answers
+from lexrl.envs.mcq import mcq_answers
 
 _STATED = re.compile(
     r"(?:\banswer(?:\s*(?:is|:|=|-))?|\boption|\bchoice|\bchoose|\bpick|\bselect)"

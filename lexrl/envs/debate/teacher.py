@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 
 from lexrl.envs.degenerate import last_user_text
-from lexrl.envs.lexam.reward import option_label
+from lexrl.envs.mcq import option_label
 from lexrl.policy import Messages, Teacher
 from lexrl.types import Task
 

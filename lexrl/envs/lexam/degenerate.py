@@ -16,7 +16,7 @@ import string
 from collections.abc import Callable, Iterator
 
 from lexrl.envs.degenerate import TeacherFactory, constant, generic_policies, last_user_text
-from lexrl.envs.lexam.reward import option_label
+from lexrl.envs.mcq import option_label
 from lexrl.policy import Messages, Teacher
 from lexrl.types import Task
 

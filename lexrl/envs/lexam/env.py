@@ -32,12 +32,8 @@ from lexrl.envs.lexam.data import (
 from lexrl.envs.lexam.degenerate import lexam_policies
 from lexrl.envs.lexam.metrics import markdown_breakdown, mcq_metrics, mcq_record, open_metrics
 from lexrl.envs.lexam.options import LexamEnvConfig
-from lexrl.envs.lexam.reward import (
-    format_choices,
-    mcq_reward,
-    option_label,
-    parse_mcq_answer,
-)
+from lexrl.envs.lexam.reward import mcq_reward
+from lexrl.envs.mcq import format_choices, option_label, parse_mcq_answer
 from lexrl.errors import ConfigError, DatasetError
 from lexrl.policy import Messages, Policy, Teacher
 from lexrl.rewards.judge import (

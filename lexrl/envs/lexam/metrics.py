@@ -2,8 +2,8 @@
 95% intervals over questions (`lexrl.bootstrap.mean_with_ci`); an interval is
 `{"mean", "low", "high"}`. `LexamEnv.report` feeds them an evaluation's episodes.
 
-MCQ accuracy is given twice: by the reward's own parser (`reward.parse_mcq_answer`) and by the
-LEXam authors' scorer (`authors_mcq_answer`), the paper's number.
+MCQ accuracy is given twice: by the reward's own parser (`lexrl.envs.mcq.parse_mcq_answer`) and
+by the LEXam authors' scorer (`authors_mcq_answer`), the paper's number.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 
 from lexrl.bootstrap import format_interval, mean_with_ci
-from lexrl.envs.lexam.reward import option_label
+from lexrl.envs.mcq import option_label
 from lexrl.types import Task, Trajectory
 
 
@@ -26,7 +26,8 @@ def _authors_marker(n_options: int) -> re.Pattern[str]:
 def authors_mcq_answer(text: str, n_options: int = 4) -> int | None:
     """The LEXam authors' MCQ scorer (their lighteval task, `sample_level_acc`:
     `re.findall(r"###([ABCD])###", response)[-1]`, no match = wrong), generalised from A-D to
-    the labels of `n_options` options (`reward.option_label`; with 4 it is their regex exactly).
+    the labels of `n_options` options (`lexrl.envs.mcq.option_label`; with 4 it is their regex
+    exactly).
 
     It reads the raw reply: `findall` takes non-overlapping matches left to right, so in
     `###A###B###` only `###A###` matches and A is the answer (the reward's parser, which finds
