@@ -213,9 +213,10 @@ class Policy:
           env's own report and for reading.
         - `components`: the reward components by name, already weighted by the env; the
           trajectory's `reward` is their sum. Each name in `Env.reward_components` is logged as
-          `reward/<name>`.
+          `reward/<name>`; a name the env does not declare there stops the run at its first step.
         - `steps`: per-step records (`Trajectory.steps`); a step's `action` is counted as
-          `agent/planner/action/<action>` (`Env.actions`). None: no steps.
+          `agent/<role>/action/<action>`, the role the step's `role` names or else the env's lead
+          role (`Env.actions`). None: no steps.
         - `metrics`: numbers that are not reward (`Trajectory.metrics`), logged as `env/<name>`
           for each name in `Env.episode_metrics`. None: no metrics.
 

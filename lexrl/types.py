@@ -101,7 +101,8 @@ class Trajectory:
     by the env, so they sum to `reward`. Logged as `reward/<name>` for each name in
     `Env.reward_components`."""
     steps: list[dict[str, Any]] = field(default_factory=list)
-    """Per-step info for shaping and logging (the planner's action, the queries, ...)."""
+    """Per-step info for shaping and logging (the planner's action, the queries, ...); a step's
+    `role`, where it names one, is the role whose `action` it records."""
     metrics: dict[str, float] = field(default_factory=dict)
     """Numbers to log that are not part of the reward (e.g. MAS-stage recall@14), by name: logged
     as `env/<name>` for each name in `Env.episode_metrics`, averaged over the episodes that

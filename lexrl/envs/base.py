@@ -101,7 +101,8 @@ class Env(ABC):
 
     - `reward_components`, `episode_metrics`, `actions`, `headline_metric`: the names training
       logs and evaluations headline. Training logs only declared names (every process must sum
-      the same keys), so a component or metric left out here is computed but never logged.
+      the same keys): an episode metric or action left out here is computed but never logged,
+      and a reward component left out stops training at its first step (`ConfigError`).
     - `teacher(task, rng)`: a scripted policy that answers right. Needed for the supervised
       warm-start (`warmstart.enabled`, the built-in `tiny` model) and as `lexrl audit`'s
       reference; without one those refuse or report no teacher.
@@ -113,8 +114,9 @@ class Env(ABC):
     - `report(...)` and `evaluation_label()`: the env's own part of `lexrl eval`'s report.
     - `stats()`: what `lexrl envs NAME --stats` prints (default: roles, tasks per split, input
       lengths).
-    - `train_task`, `member_envs`, `member_of`, `parts`: a mixture's (`lexrl.envs.mixture`);
-      a single env keeps the defaults.
+
+    Training and evaluation see every env through `lexrl.envs.composite`: a single env is a
+    mixture of one (`lexrl.envs.mixture` is the mixture of several).
     """
 
     name: str
@@ -129,7 +131,9 @@ class Env(ABC):
     `agent/<role>/turns`, `/tokens` and `/reward`; a role left out is played but not logged."""
     reward_components: tuple[str, ...] = ()
     """Names of the reward components every trajectory reports (`Policy.finish`'s
-    `components`), logged as `reward/<name>`."""
+    `components`), logged as `reward/<name>`: the one declaration of them. A trajectory that
+    reports a component not named here stops training with a `ConfigError` naming the env and
+    the component (`undeclared_components`)."""
     episode_metrics: tuple[str, ...] = ()
     """Names of the non-reward numbers trajectories report (`Policy.finish`'s `metrics`),
     logged as `env/<name>`, each averaged over the episodes that report it."""
@@ -138,9 +142,12 @@ class Env(ABC):
     line, its marker, its list) and 0 otherwise: training logs its mean per step as
     `signal/parsed`, the first number to read when a run does not learn. None: `parsed` when
     `episode_metrics` has it, else no such number (`validity_metric_name`)."""
-    actions: tuple[str, ...] = ()
-    """The planner's discrete decisions (the `action` of a `Trajectory.steps` entry), logged as
-    `agent/planner/action/<name>`: its mean count per scored episode."""
+    actions: tuple[str, ...] | dict[str, tuple[str, ...]] = ()
+    """The discrete decisions agents take: the `action` of a `Trajectory.steps` entry, taken by
+    the role the entry names under `role`, else by the lead role (`roles[0]`, the agent that
+    runs the workflow: the statute env's planner). Each is logged as
+    `agent/<role>/action/<name>`: its mean count per scored episode. A tuple names the lead
+    role's decisions, a dict each role's (`role_actions`)."""
 
     @abstractmethod
     def tasks(self, split: str) -> list[Task]:
@@ -169,26 +176,6 @@ class Env(ABC):
         if self.validity_metric is not None:
             return self.validity_metric
         return "parsed" if "parsed" in self.episode_metrics else None
-
-    def train_task(
-        self, position: int, positions: dict[str, int], seed: int
-    ) -> tuple[Task, dict[str, int]]:
-        """The training task at global data `position`, and the per-env data positions after
-        it (a mixture's; a single env has none and returns `positions` as it is)."""
-        return task_at(self.tasks("train"), position, seed), positions
-
-    def member_envs(self) -> dict[str, Env]:
-        """The envs of a mixture by name; empty for a single env."""
-        return {}
-
-    def member_of(self, task: Task) -> str:
-        """The name of the env that made `task`: this one, or a mixture's member."""
-        return self.name
-
-    def parts(self, tasks: list[Task], groups: list[Group] | None) -> list[EnvPart]:
-        """`tasks` and their `groups` by the env that made them: this env alone, or each member
-        of a mixture."""
-        return [EnvPart(self.name, self, tasks, groups)]
 
     def teacher(self, task: Task, rng: random.Random) -> Teacher:
         """A scripted stand-in for the policy on `task`: the `Teacher` that answers every
@@ -280,3 +267,35 @@ class Env(ABC):
         task: the test split must neither shape the model nor, when it changes size, rebuild
         it."""
         return []
+
+
+def lead_role(env: Env) -> str | None:
+    """The role that runs the env's workflow, `roles[0]`: the one a `Trajectory.steps` entry's
+    action is credited to when the entry names none (`Env.actions`); None without roles."""
+    roles = tuple(getattr(env, "roles", ()))
+    return roles[0] if roles else None
+
+
+def role_actions(env: Env) -> dict[str, tuple[str, ...]]:
+    """`Env.actions` by the role that takes them: a dict as it is, a tuple as the lead role's
+    (`lead_role`); empty for an env without actions or roles."""
+    declared = getattr(env, "actions", ())
+    if isinstance(declared, dict):
+        return {role: tuple(names) for role, names in declared.items()}
+    lead = lead_role(env)
+    return {lead: tuple(declared)} if declared and lead is not None else {}
+
+
+def step_role(step: dict[str, Any], lead: str | None) -> str | None:
+    """The role that took a `Trajectory.steps` entry's action: the one it names under `role`,
+    else the lead role `lead` (`Env.roles[0]`; None: an env without roles)."""
+    return step.get("role") or lead
+
+
+def undeclared_components(env: Env, trajectories: list[Trajectory]) -> list[str]:
+    """The reward components `trajectories` (scored, not failed) report that `env` does not
+    declare (`Env.reward_components`), in the order first reported: never logged, as training
+    logs declared names only."""
+    declared = set(getattr(env, "reward_components", ()))
+    reported = (name for t in trajectories if not t.failed for name in t.components)
+    return [name for name in dict.fromkeys(reported) if name not in declared]

@@ -37,6 +37,9 @@ def mixture_probabilities(weights: dict[str, float], temperature: float) -> dict
 
 
 class MixtureEnv(Env):
+    """The envs `members` played by one policy: training and evaluation see it, as every env,
+    through `lexrl.envs.composite` (`MixtureComposite`), whose members label their outputs."""
+
     name = "mix"
 
     def __init__(
@@ -160,9 +163,12 @@ class MixtureEnv(Env):
         return "-".join(label for env in self.members.values() if (label := env.evaluation_label()))
 
     def member_of(self, task: Task) -> str:
+        """The name of the member that made `task` (a task of the mixture's)."""
         return task.meta["env"]
 
     def member_envs(self) -> dict[str, Env]:
+        """The member envs by name (`members`); training and evaluation read them through
+        `lexrl.envs.composite`."""
         return self.members
 
     def parts(self, tasks: list[Task], groups: list[Group] | None) -> list[EnvPart]:

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from transformers import PreTrainedTokenizerBase
 
 from lexrl.envs.base import Env
+from lexrl.envs.composite import members
 from lexrl.envs.degenerate import (
     CONTENT_FREE,
     ProbePolicy,
@@ -314,9 +315,8 @@ def audit(
 ) -> list[AuditRow]:
     """Every env of `env` (each member of a mixture) on `max_tasks` of its test tasks (None: all
     of them), a sample seeded by `seed` (`sample_tasks`)."""
-    members = env.member_envs() or {env.name: env}
     rows = []
-    for name, member in members.items():
+    for name, member in members(env).items():
         tasks = sample_tasks(member.tasks("test"), max_tasks, seed)
         rows += audit_env(name, member, tasks, tokenizer, seed, max_new_tokens)
     return rows

@@ -20,7 +20,8 @@ from transformers import PreTrainedTokenizerBase
 
 from lexrl.bootstrap import mean_with_ci
 from lexrl.config import Config
-from lexrl.envs.base import Env, EnvReport, ReportRequest
+from lexrl.envs.base import Env, EnvPart, EnvReport, ReportRequest
+from lexrl.envs.composite import Composite, composite
 from lexrl.errors import ConfigError, EvaluationFailed
 from lexrl.eval import degenerate_gain
 from lexrl.eval.audit import AuditRow, audit_env, task_means
@@ -109,21 +110,23 @@ def env_task_means(
 ) -> dict[str, dict[str, dict[str, float]]]:
     """`episode_task_means` by env name, a mixture's members each under their own task ids (as
     `degenerate_baselines` plays them)."""
-    return {part.name: episode_task_means(part.groups or []) for part in env.parts(tasks, groups)}
+    parts = composite(env).split(tasks, groups)
+    return {part.name: episode_task_means(part.groups or []) for part in parts}
 
 
 def env_summaries(
     env: Env, tasks: list[Task], groups: list[Group]
 ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """`summarize` and `summary_intervals` of an evaluation; for a mixture, each member env's
-    own under `<env>/` (their rewards and metrics do not average across envs)."""
-    if not env.member_envs():
-        return summarize(groups), summary_intervals(groups)
+    """`summarize` and `summary_intervals` of an evaluation, each member env's own (for a
+    mixture under `<env>/`: their rewards and metrics do not average across envs)."""
+    view = composite(env)
     summary: dict[str, float] = {}
     intervals: dict[str, dict[str, float]] = {}
-    for part in env.parts(tasks, groups):
-        summary.update({f"{part.name}/{k}": v for k, v in summarize(part.groups).items()})
-        intervals.update({f"{part.name}/{k}": v for k, v in summary_intervals(part.groups).items()})
+    for part in view.split(tasks, groups):
+        summary.update({view.key(part.name, k): v for k, v in summarize(part.groups).items()})
+        intervals.update(
+            {view.key(part.name, k): v for k, v in summary_intervals(part.groups).items()}
+        )
     return summary, intervals
 
 
@@ -146,12 +149,13 @@ def env_reports(
     """Each env's own part of the report (`Env.report`), by env name; a mixture's members each
     write their files, if any, into a folder named after them, which the env creates when it
     writes one (a member writing none leaves no empty folder)."""
+    view = composite(env)
     reports = {}
     if groups is not None:
         groups = finished_groups(groups)
-    for part in env.parts(tasks, groups):
+    for part in view.split(tasks, groups):
         own = request
-        if env.member_envs() and request.out_dir is not None:
+        if view.labels_members and request.out_dir is not None:
             own = replace(request, out_dir=request.out_dir / part.name)
         reports[part.name] = part.env.report(part.tasks, part.groups, own)
     return reports
@@ -168,10 +172,11 @@ def eval_tasks(env: Env, config: Config) -> list[Task]:
     tasks = env.tasks(config.eval.split)
     if config.eval.max_tasks is None:
         return tasks
+    view = composite(env)
     taken: Counter[str] = Counter()
     kept = []
     for task in tasks:
-        member = env.member_of(task)
+        member = view.member_name(task)
         if taken[member] < config.eval.max_tasks:
             taken[member] += 1
             kept.append(task)
@@ -374,7 +379,7 @@ def evaluate(
 
 def joined_report(env: Env, reports: dict[str, EnvReport | None]) -> EnvReport | None:
     """The env's own report; for a mixture its members' reports in one, the data by env name."""
-    if not env.member_envs():
+    if not composite(env).labels_members:
         return next(iter(reports.values()))
     given = {name: report for name, report in reports.items() if report is not None}
     if not given:
@@ -545,7 +550,7 @@ def degenerate_baselines(
     cap = max_new_tokens if tokenizer is not None else None
     return {
         part.name: audit_env(part.name, part.env, part.tasks, tokenizer, seed, cap)
-        for part in env.parts(tasks, None)
+        for part in composite(env).split(tasks, None)
     }
 
 
@@ -603,7 +608,7 @@ def evaluation_report(
     its `provenance` (`lexrl.eval.provenance`, of `config` and `checkpoint`) at the end. A
     mixture's report opens with a table of each env's headline metric (`Env.headline_metric`),
     then has a section per env with its episode means and its own part, each also written into
-    the env's folder (`write_member_parts`). Prints it all and writes `eval_<split>.jsonl` (each
+    the env's folder (`labelled_sections`). Prints it all and writes `eval_<split>.jsonl` (each
     task with its trajectories), `eval_<split>_report.json`, `eval_<split>_report.md` and the
     figure of each env's headline metric (`plot_headlines`) into `out_dir` (the report names
     the env, `env_name`, so that `lexrl compare` can refuse reports of different envs), removes
@@ -627,61 +632,28 @@ def evaluation_report(
         # `lexrl compare` checks that two reports cover the same tasks.
         "task_ids": [task.id for task in tasks],
     }
-    if not env.member_envs():
-        report["headline_metric"] = env.headline_metric
     markdown = [f"# Evaluation of {system}, {split} split ({len(tasks)} tasks)", ""]
-    panels = []
     if groups is not None:
         write_groups(groups, out_dir / f"eval_{split}.jsonl")
-    if env.member_envs():
-        report["envs"] = {}
-        headline = [
-            "## Headline",
-            "",
-            "| env | tasks | metric | mean [95% CI] | failed |",
-            "|---|---|---|---|---|",
-        ]
-        sections = []
-        for part in env.parts(tasks, groups):
-            metric = part.env.headline_metric
-            rows = (degenerate or {}).get(part.name) or []
-            entry, lines = _section(
-                part.groups,
-                reports[part.name],
-                f"{part.name}: {system}",
-                "### Episode means",
-                console,
-                rows,
-            )
-            member = {"tasks": len(part.tasks), "headline_metric": metric, **entry}
-            report["envs"][part.name] = member
-            interval = None
-            if part.groups is not None:
-                summary = entry["summary"]
-                interval = entry["intervals"].get(metric)
-                value = mean_text(summary.get(metric, math.nan), interval)
-                headline.append(
-                    f"| {part.name} | {len(part.tasks)} | {metric} | {value} "
-                    f"| {failed_text(summary)} |"
-                )
-            panels.append((part.name, metric, interval, rows))
-            if part.groups is not None or lines:
-                own = {"env_name": part.name, "split": split, "system": system, **member}
-                write_member_parts(out_dir, split, part.name, part.groups, own, lines)
-            sections += [f"## {part.name}", "", *lines]
-        if groups is not None:
-            print_markdown(console, "\n".join(headline))
-            markdown += [*headline, ""]
-        markdown += sections
+    view = composite(env)
+    parts = view.split(tasks, groups)
+    rows = {part.name: (degenerate or {}).get(part.name) or [] for part in parts}
+    sections = [
+        (part, *member_section(view, part, reports[part.name], system, console, rows[part.name]))
+        for part in parts
+    ]
+    if view.labels_members:
+        markdown += labelled_sections(report, sections, out_dir, console, groups is not None)
     else:
-        rows = (degenerate or {}).get(env.name) or []
-        entry, lines = _section(
-            groups, reports[env.name], system, "## Episode means", console, rows
-        )
+        ((part, entry, lines),) = sections
+        report["headline_metric"] = part.env.headline_metric
         report.update(entry)
         markdown += lines
-        interval = entry.get("intervals", {}).get(env.headline_metric)
-        panels.append((env.name, env.headline_metric, interval, rows))
+    panels = []
+    for part, entry, _ in sections:
+        metric = part.env.headline_metric
+        interval = entry.get("intervals", {}).get(metric)
+        panels.append((part.name, metric, interval, rows[part.name]))
     figure = plot_headlines(out_dir / f"eval_{split}_headline.png", system, panels)
     if figure is not None:
         report["figure"] = figure.name
@@ -696,6 +668,63 @@ def evaluation_report(
     # Whole now: a rerun evaluates afresh rather than reading an unfinished run's tasks.
     (out_dir / PARTIAL_FILE).unlink(missing_ok=True)
     return path
+
+
+def member_section(
+    view: Composite,
+    part: EnvPart,
+    own: EnvReport | None,
+    system: str,
+    console: Console,
+    degenerate: list[AuditRow],
+) -> tuple[dict, list[str]]:
+    """`_section` of one member env: the report's own (`## Episode means`), or where members are
+    labelled (a mixture) a subsection of the member's section, its numbers named after it."""
+    if view.labels_members:
+        label, heading = f"{part.name}: {system}", "### Episode means"
+    else:
+        label, heading = system, "## Episode means"
+    return _section(part.groups, own, label, heading, console, degenerate)
+
+
+def labelled_sections(
+    report: dict,
+    sections: list[tuple[EnvPart, dict, list[str]]],
+    out_dir: Path,
+    console: Console,
+    rolled_out: bool,
+) -> list[str]:
+    """A mixture's report body as Markdown lines, its JSON under `report["envs"]` by env: a
+    table of each env's headline metric (when `rolled_out`, printed), then a section per env
+    (`member_section`), each also written into the env's folder (`write_member_parts`) when it
+    has anything to show."""
+    split, system = report["split"], report["system"]
+    report["envs"] = {}
+    headline = [
+        "## Headline",
+        "",
+        "| env | tasks | metric | mean [95% CI] | failed |",
+        "|---|---|---|---|---|",
+    ]
+    body = []
+    for part, entry, lines in sections:
+        metric = part.env.headline_metric
+        member = {"tasks": len(part.tasks), "headline_metric": metric, **entry}
+        report["envs"][part.name] = member
+        if part.groups is not None:
+            summary = entry["summary"]
+            value = mean_text(summary.get(metric, math.nan), entry["intervals"].get(metric))
+            headline.append(
+                f"| {part.name} | {len(part.tasks)} | {metric} | {value} | {failed_text(summary)} |"
+            )
+        if part.groups is not None or lines:
+            own = {"env_name": part.name, "split": split, "system": system, **member}
+            write_member_parts(out_dir, split, part.name, part.groups, own, lines)
+        body += [f"## {part.name}", "", *lines]
+    if not rolled_out:
+        return body
+    print_markdown(console, "\n".join(headline))
+    return [*headline, "", *body]
 
 
 def evaluate_checkpoint(
@@ -758,12 +787,13 @@ def check_failures(
     under: list[str] = []
     over_reasons: Counter[str] = Counter()
     all_reasons: Counter[str] = Counter()
-    for part in env.parts(tasks, groups):
+    view = composite(env)
+    for part in view.split(tasks, groups):
         episodes = [t for group in part.groups for t in group.trajectories]
         failed = [reason_text(t.failed) for t in episodes if t.failed]
         if not failed:
             continue
-        name = f"{part.name}: " if env.member_envs() else ""
+        name = f"{part.name}: " if view.labels_members else ""
         count = f"{name}{len(failed)} of {len(episodes)}"
         all_reasons.update(failed)
         if len(failed) == len(episodes) or len(failed) > share * len(episodes):

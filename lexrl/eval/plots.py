@@ -145,13 +145,15 @@ def headline_panels(
 ) -> list[tuple[str, str, Interval | None, Interval | None]]:
     """Each env's headline metric (`Env.headline_metric`) before and after, for
     `plot_before_after`: the env itself, or every member of a mixture (`<env>/<metric>`)."""
-    members = env.member_envs() or {"": env}
+    from lexrl.envs.composite import composite  # the envs only where a run has one
+
+    view = composite(env)
     panels = []
-    for name, member in members.items():
-        key = f"{name}/{member.headline_metric}" if name else member.headline_metric
+    for name, member in view.members.items():
+        key = view.key(name, member.headline_metric)
         panels.append(
             (
-                name or env.name,
+                name,
                 member.headline_metric,
                 intervals.get("before", {}).get(key),
                 intervals.get("after", {}).get(key),

@@ -61,6 +61,7 @@ except ModuleNotFoundError as missing:  # the optional extra `openenv`
         "pip install -e '.[openenv]'"
     ) from missing
 from lexrl.envs.base import Env
+from lexrl.envs.composite import composite
 from lexrl.integrations.episode import AgentRequest, EpisodeResult, EpisodeSession
 from lexrl.types import Task
 
@@ -225,7 +226,7 @@ class LexrlEnvironment(Environment[AgentReply, AgentObservation, EpisodeState]):
             )
         task = self.runtime.task(task_id, task_index, seed)
         self.close()
-        self._member = self.runtime.env.member_of(task)
+        self._member = composite(self.runtime.env).member_name(task)
         session = EpisodeSession(self.runtime.env, task, max_new_tokens=self.runtime.max_new_tokens)
         self._session = session
         self._state = EpisodeState(
@@ -262,7 +263,7 @@ class LexrlEnvironment(Environment[AgentReply, AgentObservation, EpisodeState]):
 
     def get_metadata(self) -> EnvironmentMetadata:
         env = self.runtime.env
-        members = ", ".join(env.member_envs()) or env.name
+        members = ", ".join(composite(env).members)
         return EnvironmentMetadata(
             name=f"lexrl-{env.name}",
             description=(

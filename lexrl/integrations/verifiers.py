@@ -65,6 +65,7 @@ from verifiers.v1.env import RunSlot
 from lexrl.config import Config, load_config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env as LexrlEnvBase
+from lexrl.envs.composite import composite, members
 from lexrl.eval.evaluate import env_summaries, eval_tasks, print_summary
 from lexrl.integrations.episode import AgentRequest, EpisodeResult, EpisodeSession
 from lexrl.types import Group, Task, Trajectory
@@ -150,17 +151,18 @@ class LexrlTaskset(vf.Taskset[LexrlTask, LexrlTasksetConfig]):
             str(Path(config.config)), config.lexrl_overrides()
         )
         if config.member is not None:
-            members = self.env.member_envs()
-            if config.member not in members:
+            envs = members(self.env)
+            if config.member not in envs:
                 raise ValueError(
-                    f"`member` is {config.member!r}; the config's envs: {sorted(members)}"
+                    f"`member` is {config.member!r}; the config's envs: {sorted(envs)}"
                 )
-            self.env = members[config.member]
+            self.env = envs[config.member]
         self.lexrl_tasks = {task.id: task for task in eval_tasks(self.env, self.lexrl_config)}
 
     def load(self) -> Iterable[LexrlTask]:
+        view = composite(self.env)
         for task in self.lexrl_tasks.values():
-            member = self.env.member_of(task)
+            member = view.member_name(task)
             yield LexrlTask(
                 LexrlTaskData(id=task.id, name=f"{member}/{task.id}", env=member),
                 self.config.task,

@@ -401,7 +401,9 @@ class Learner:
         totals: Totals,
         old_chunks: list[torch.Tensor] | None,
     ) -> dict[str, float]:
-        config = self.config
+        """One optimizer step over `chunks`, accumulated over `micro_batches` micro-batches (a
+        process with fewer chunks than the others runs zero-loss ones, so that every process
+        reduces as often); its metrics (`_optimizer_step`)."""
         self.model.train()
         sums = {
             "loss": 0.0,
@@ -418,46 +420,67 @@ class Learner:
                     output = self.model(**zero_loss_batch(self.pad_id, self.accelerator.device))
                     self._backward(output.logits.sum() * 0.0, last)
                     continue
-                batch = self._batch(chunks[index])
-                logprobs = self._logprobs(self.model, batch)
-                ref = None
-                if config.beta > 0:
-                    with torch.no_grad(), self.policy.disable_adapter():
-                        ref = self._logprobs(self.policy, batch)
-                old, weights = None, None
-                if old_chunks is not None:
-                    old = old_chunks[index]
-                    weights, chunk_mismatch = importance_weights(
-                        old,
-                        batch["sampler_logprobs"],
-                        batch["completion_mask"],
-                        self.importance_sampling,
-                        config.importance_sampling_cap,
-                    )
-                    share = float(batch["completion_mask"].sum())
-                    for key in mismatch:
-                        mismatch[key] += chunk_mismatch[key] * share
-                loss, step_metrics = policy_loss(
-                    LossInputs(
-                        logprobs,
-                        batch["sampler_logprobs"],
-                        batch["advantages"],
-                        batch["completion_mask"],
-                        ref,
-                        old,
-                        weights,
-                    ),
-                    totals,
-                    loss_type=config.loss,
-                    epsilon=config.epsilon,
-                    epsilon_high=config.epsilon_high,
-                    beta=config.beta,
-                )
+                old = old_chunks[index] if old_chunks is not None else None
+                loss, step_metrics = self._micro_batch_loss(chunks[index], old, totals, mismatch)
                 self._backward(loss, last)
             sums["loss"] += loss.item()
             for key in ("clip_fraction", "kl", "sampler_logprob_diff"):
                 sums[key] += step_metrics[key] * step_metrics["tokens"]
             sums["tokens"] += step_metrics["tokens"]
+        return self._optimizer_step(sums, mismatch)
+
+    def _micro_batch_loss(
+        self,
+        chunk: Sequence[Row],
+        old: torch.Tensor | None,
+        totals: Totals,
+        mismatch: dict[str, float],
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """One micro-batch's share of the loss and its metrics (`policy_loss`): the policy's
+        log-probs of `chunk`, the frozen base's for the KL term (`beta` > 0) and, with `old`
+        log-probs (pi_old), importance weights, whose sampler mismatch is added to `mismatch`
+        weighted by the chunk's completion tokens."""
+        config = self.config
+        batch = self._batch(chunk)
+        logprobs = self._logprobs(self.model, batch)
+        ref = None
+        if config.beta > 0:
+            with torch.no_grad(), self.policy.disable_adapter():
+                ref = self._logprobs(self.policy, batch)
+        weights = None
+        if old is not None:
+            weights, chunk_mismatch = importance_weights(
+                old,
+                batch["sampler_logprobs"],
+                batch["completion_mask"],
+                self.importance_sampling,
+                config.importance_sampling_cap,
+            )
+            share = float(batch["completion_mask"].sum())
+            for key in mismatch:
+                mismatch[key] += chunk_mismatch[key] * share
+        return policy_loss(
+            LossInputs(
+                logprobs,
+                batch["sampler_logprobs"],
+                batch["advantages"],
+                batch["completion_mask"],
+                ref,
+                old,
+                weights,
+            ),
+            totals,
+            loss_type=config.loss,
+            epsilon=config.epsilon,
+            epsilon_high=config.epsilon_high,
+            beta=config.beta,
+        )
+
+    def _optimizer_step(
+        self, sums: dict[str, float], mismatch: dict[str, float]
+    ) -> dict[str, float]:
+        """Clip, step and zero after the micro-batches; the step's metrics from their `sums`
+        and `mismatch`, summed over processes."""
         # Under DeepSpeed the step already happened; this returns the engine's gradient norm.
         grad_norm = self.accelerator.clip_grad_norm_(
             [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm

@@ -35,8 +35,8 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from lexrl.config import Config, WarmstartConfig, save_config
-from lexrl.envs import make_env
-from lexrl.envs.base import Env
+from lexrl.envs.base import Env, lead_role, role_actions, step_role, undeclared_components
+from lexrl.envs.composite import composite
 from lexrl.errors import ConfigError, RunHalted
 from lexrl.eval import before_after, degenerate_gain
 from lexrl.eval.evaluate import (
@@ -49,14 +49,7 @@ from lexrl.eval.evaluate import (
 from lexrl.eval.plots import headline_panels, plot_before_after, plot_learning_curve
 from lexrl.eval.provenance import env_packages
 from lexrl.generation import Backend
-from lexrl.models import (
-    SMOLLM2,
-    add_lora,
-    load_base,
-    replace_dir,
-    smollm2_model_dir,
-    tiny_model_dir,
-)
+from lexrl.models import replace_dir
 from lexrl.policy import Policy
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.factory import make_backend
@@ -68,6 +61,7 @@ from lexrl.train.advantages import (
     shard_step,
     split_group_advantages,
 )
+from lexrl.train.base_model import build_policy
 from lexrl.train.busy_cores import choose_torch_threads
 from lexrl.train.checkpoint import (
     RUN_KEY,
@@ -98,43 +92,7 @@ from lexrl.train.manifest import (
 from lexrl.train.plan_report import refuse_if_cannot_fit, resolve_engine_memory
 from lexrl.train.preemption import StopRequest
 from lexrl.train.run_lock import refuse_another_run
-from lexrl.train.warmstart import build_warmstarted_base
 from lexrl.types import Group, Task
-
-
-def resolve_base(config: Config, env: Env, accelerator: Accelerator) -> Path | str:
-    """The base model path; a built-in model is built once on the main process (`tiny` is also
-    warm-started)."""
-    if config.model.name_or_path == SMOLLM2:
-        with accelerator.main_process_first():
-            return smollm2_model_dir(config.model.cache_dir)
-    if config.model.name_or_path != "tiny":
-        return config.model.name_or_path
-    with accelerator.main_process_first():
-        base_dir = tiny_model_dir(config.model, env.text_corpus())
-        if config.warmstart.enabled:
-            base_dir = build_warmstarted_base(
-                env,
-                base_dir,
-                config.warmstart,
-                seed=config.model.tiny_seed,
-                load=lambda path: load_base(config.model, path=path),
-            )
-    return base_dir
-
-
-def build_policy(
-    config: Config,
-    accelerator: Accelerator,
-    base_path: str | None = None,
-    env: Env | None = None,
-) -> tuple[Env, Any, PreTrainedTokenizerBase, str]:
-    """The env (`env`, or the config's), the LoRA policy on its frozen base, the tokenizer, and
-    the base's path (`base_path`, or the config's base, built or warm-started if need be)."""
-    env = env or make_env(config.env)
-    base_path = base_path or str(resolve_base(config, env, accelerator))
-    model, tokenizer = load_base(config.model, path=base_path)
-    return env, add_lora(model, config.lora, config.run.seed), tokenizer, base_path
 
 
 def importance_sampling_mode(config: Config) -> str:
@@ -195,21 +153,38 @@ def write_adapter(policy: Any, folder: Path, target: Path) -> None:
 def step_metrics(groups: list[Group], env: Env, rows: list[Row] | None = None) -> dict[str, float]:
     """Sums (not means) of this process's episode statistics and learning signal (`rows`, the
     step's training rows: `step_rows`; None: no token counts), reduced across processes later;
-    for a mixture also each member env's own, under `<env>/`."""
+    each member env's own (for a mixture under `<env>/`, beside the step's totals)."""
+    view = composite(env)
     by_group = [[] for _ in groups] if rows is None else group_rows(groups, rows)
-    sums = _episode_sums(groups)
-    if not env.member_envs():
-        sums.update(signal_sums(groups, by_group, env.roles, validity_metric(env)))
-        return sums
-    sums.update(signal_sums(groups, by_group, (), None))
-    for part in env.parts([group.task for group in groups], groups):
-        mine = [i for i, group in enumerate(groups) if env.member_of(group.task) == part.name]
+    sums: dict[str, float] = {}
+    if view.labels_members:
+        # The step's totals over its envs: roles, validity and actions are each env's own.
+        sums.update(_episode_sums(groups, None))
+        sums.update(signal_sums(groups, by_group, (), None))
+    for part in view.split([group.task for group in groups], groups):
+        mine = [i for i, group in enumerate(groups) if view.member_name(group.task) == part.name]
         signal = signal_sums(
             part.groups, [by_group[i] for i in mine], part.env.roles, validity_metric(part.env)
         )
-        for key, value in {**_episode_sums(part.groups), **signal}.items():
-            sums[f"{part.name}/{key}"] = value
+        for key, value in {**_episode_sums(part.groups, lead_role(part.env)), **signal}.items():
+            sums[view.key(part.name, key)] = value
     return sums
+
+
+def check_components(env: Env, groups: list[Group]) -> None:
+    """ConfigError when an episode of `groups` reports a reward component its env does not
+    declare (`Env.reward_components`): it would never be logged."""
+    view = composite(env)
+    for part in view.split([group.task for group in groups], groups):
+        trajectories = [t for group in part.groups or [] for t in group.trajectories]
+        undeclared = undeclared_components(part.env, trajectories)
+        if undeclared:
+            declared = ", ".join(getattr(part.env, "reward_components", ())) or "none"
+            raise ConfigError(
+                f"env {part.name!r} reports reward component(s) {', '.join(undeclared)} that "
+                f"its `reward_components` do not declare (declared: {declared}): add them "
+                "there, or they are never logged"
+            )
 
 
 def validity_metric(env: Env) -> str | None:
@@ -218,7 +193,9 @@ def validity_metric(env: Env) -> str | None:
     return name() if name is not None else None
 
 
-def _episode_sums(groups: list[Group]) -> dict[str, float]:
+def _episode_sums(groups: list[Group], lead: str | None) -> dict[str, float]:
+    """The sums of `step_metrics` over `groups`, a step's action credited to the role it names,
+    else to `lead` (`lead_role`; None: to none)."""
     trajectories = [t for g in groups for t in g.trajectories]
     sums: Counter[str] = Counter()
     sums["count/episodes"] = len(trajectories)
@@ -246,8 +223,9 @@ def _episode_sums(groups: list[Group]) -> dict[str, float]:
             sums[f"env/{key}"] += value
             sums[f"env/{key}/reported"] += 1
         for step in trajectory.steps:
-            if step.get("action"):
-                sums[f"agent/planner/action/{step['action']}"] += 1
+            role = step_role(step, lead)
+            if step.get("action") and role:
+                sums[f"agent/{role}/action/{step['action']}"] += 1
     return dict(sums)
 
 
@@ -274,7 +252,7 @@ def reduce_metric_sums(
 
 
 def metric_means(totals: dict[str, float]) -> dict[str, float]:
-    """Means from summed statistics: per scored episode (rewards, planner actions; a failed
+    """Means from summed statistics: per scored episode (rewards, each role's actions; a failed
     episode is counted in `judge/failed` instead), per episode that reports it (an env metric:
     `right_decision_arguable` comes only from arguable triples), per episode (turns), per group
     (reward std), per turn (`agent/<role>/tokens`). A mean over nothing is left out: a step
@@ -300,7 +278,7 @@ def _mean_over(key: str, totals: dict[str, float]) -> float | None:
         return totals["count/groups"]
     if key.startswith("env/"):
         return totals[f"{key}/reported"]
-    if key.startswith(("reward/", "agent/planner/action/")):
+    if key.startswith("reward/") or is_action_key(key):
         return totals["count/episodes"] - totals["judge/failed"]
     if key.endswith("/turns"):
         return totals["count/episodes"]
@@ -311,17 +289,21 @@ def _mean_over(key: str, totals: dict[str, float]) -> float | None:
     return None
 
 
+def is_action_key(key: str) -> bool:
+    """Whether `key` counts a role's action (`agent/<role>/action/<name>`)."""
+    parts = key.split("/")
+    return len(parts) == 4 and parts[0] == "agent" and parts[2] == "action"
+
+
 def metric_keys(env: Env) -> list[str]:
     """The summed statistics of a step (`step_metrics`): the reward, its components, the env
-    metrics and each role's numbers; for a mixture the step's totals and each member's keys
-    under `<env>/`."""
-    members = env.member_envs()
-    if members:
-        keys = metric_keys_of(None)
-        for name, member in members.items():
-            keys += [f"{name}/{key}" for key in metric_keys_of(member)]
-        return keys
-    return metric_keys_of(env)
+    metrics and each role's numbers, of each member env (for a mixture under `<env>/`, after
+    the step's totals)."""
+    view = composite(env)
+    keys = metric_keys_of(None) if view.labels_members else []
+    for name, member in view.members.items():
+        keys += [view.key(name, key) for key in metric_keys_of(member)]
+    return keys
 
 
 def metric_keys_of(env: Env | None) -> list[str]:
@@ -339,7 +321,8 @@ def metric_keys_of(env: Env | None) -> list[str]:
     keys += [f"reward/{c}" for c in getattr(env, "reward_components", ())]
     for metric in getattr(env, "episode_metrics", ()):
         keys += [f"env/{metric}", f"env/{metric}/reported"]
-    keys += [f"agent/planner/action/{a}" for a in getattr(env, "actions", ())]
+    for role, actions in role_actions(env).items():
+        keys += [f"agent/{role}/action/{action}" for action in actions]
     for role in env.roles:
         keys += [f"agent/{role}/{name}" for name in ("turns", "tokens", "reward", "rewarded")]
     return keys
@@ -612,6 +595,7 @@ class Rollouts:
 
     def __init__(self, run: Run) -> None:
         self.run = run
+        self.view = composite(run.env)
         self.prefetch = ThreadPoolExecutor(max_workers=1) if run.config.rollout.overlap else None
         self.pending: Future | None = None
 
@@ -633,7 +617,7 @@ class Rollouts:
         """The step's tasks at global data `position` and the env data positions after them."""
         tasks = []
         for i in range(self.run.config.grpo.tasks_per_step):
-            task, positions = self.run.env.train_task(
+            task, positions = self.view.train_task(
                 position + i, positions, self.run.config.run.seed
             )
             tasks.append(task)
@@ -684,7 +668,7 @@ def step_rows(run: Run, episodes: Episodes) -> list[Row]:
         offset,
         advantages,
         per_role=config.advantages == "role",
-        strata=[run.env.member_of(group.task) for group in groups],
+        strata=[composite(run.env).member_name(group.task) for group in groups],
     )
 
 
@@ -730,6 +714,7 @@ class StepLog:
         self.run = run
         self.logger = logger
         self.keys = metric_keys(run.env)
+        self.labelled = composite(run.env).labelled()
         self.bar = tqdm(
             total=run.config.run.max_steps,
             initial=step,
@@ -751,9 +736,8 @@ class StepLog:
         and timings (`perf`, and the whole step's since `started`), returned; logged, with
         sample turns, at the steps `logging` asks for."""
         run, logging = self.run, self.run.config.logging
-        members = list(run.env.member_envs())
         metrics = reduce_metric_sums(
-            step_metrics(groups, run.env, rows), self.keys, run.accelerator, members
+            step_metrics(groups, run.env, rows), self.keys, run.accelerator, self.labelled
         )
         metrics.update(losses)
         metrics.update({**perf, "perf/step_s": time.perf_counter() - started})
@@ -876,14 +860,15 @@ def evaluate_after(
     rows = []
     if run.config.eval.degenerate_baselines:
         rows = compare_with_degenerate(run, summaries, intervals, task_values)
-    curve = plot_learning_curve(output_dir, summaries, list(env.member_envs()))
+    view = composite(env)
+    curve = plot_learning_curve(output_dir, summaries, view.labelled())
     console.print(f"learning curve: {curve}")
     if "before" in intervals:
         bars = plot_before_after(output_dir / "before_after.png", headline_panels(env, intervals))
         console.print(f"before / after: {bars}")
-    envs = env.member_envs() or {env.name: env}
     headlines = {
-        name: tuple(dict.fromkeys(("reward", e.headline_metric))) for name, e in envs.items()
+        name: tuple(dict.fromkeys(("reward", e.headline_metric)))
+        for name, e in view.members.items()
     }
     for line in verdict_lines(headlines, changes, rows):
         console.print(line, soft_wrap=True, markup=False, highlight=False)
@@ -898,12 +883,14 @@ def compare_before_after(run: Run) -> list[before_after.Change]:
     )
     if not before_file.is_file():
         return []
-    envs = run.env.member_envs() or {"": run.env}
+    view = composite(run.env)
+    # Keyed as `read_task_means` reads them: by member where members are labelled, else "".
+    envs = {name if view.labels_members else "": env for name, env in view.members.items()}
     keys = tuple(
         dict.fromkeys(m for env in envs.values() for m in ("reward", *env.episode_metrics))
     )
     before, after = (
-        before_after.read_task_means(path, keys, bool(run.env.member_envs()))
+        before_after.read_task_means(path, keys, view.labels_members)
         for path in (before_file, after_file)
     )
     changes = [
@@ -937,7 +924,7 @@ def compare_with_degenerate(
         env, eval_tasks(env, config), run.tokenizer, config.eval.seed, config.rollout.max_new_tokens
     )
     rows = degenerate_gain.gains(
-        summaries, intervals, baselines, bool(env.member_envs()), task_values
+        summaries, intervals, baselines, composite(env).labels_members, task_values
     )
     table = degenerate_gain.markdown(rows)
     print_markdown(console, table)
@@ -980,6 +967,7 @@ def train(config: Config) -> dict[str, dict[str, float]]:
     while step < config.run.max_steps:
         started = time.perf_counter()
         episodes = rollouts.next(step, state)
+        check_components(run.env, episodes.groups)
         rows = step_rows(run, episodes)
         losses, update_perf = update_policy(run, rows)
         step += 1

@@ -12,7 +12,6 @@ import pytest
 from rich.console import Console
 
 from lexrl.cli import main
-from lexrl.envs.base import EnvPart
 from lexrl.errors import EvaluationFailed
 from lexrl.eval.evaluate import check_failures, markdown_summary, print_summary, summarize
 from lexrl.eval.partial import PARTIAL_FILE
@@ -167,12 +166,6 @@ def _groups(failed: list[str | None]) -> list[Group]:
 
 class OneEnv:
     name = "lexam"
-
-    def member_envs(self):
-        return []
-
-    def parts(self, tasks, groups):
-        return [EnvPart(self.name, self, tasks, groups)]
 
 
 def test_the_message_counts_the_most_common_reasons_and_the_others(capsys):

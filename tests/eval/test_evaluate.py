@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from lexrl.config import Config
 from lexrl.envs.base import EnvPart, EnvReport
+from lexrl.envs.mixture import MixtureEnv
 from lexrl.eval.evaluate import evaluation_report, print_summary, summarize, summary_intervals
 from lexrl.rollout.engine import close_bar
 from lexrl.types import Group, Task, Trajectory
@@ -136,19 +137,14 @@ class Member:
         return self.own
 
 
-class Mixture:
+class Mixture(MixtureEnv):
     """Two member envs, `a` with a report of its own and `b` without, each with its tasks."""
-
-    name = "mix"
 
     def __init__(self):
         self.members = {
             "a": Member("a", EnvReport({"x": 1}, "a's own part\n")),
             "b": Member("b", None),
         }
-
-    def member_envs(self):
-        return self.members
 
     def parts(self, tasks, groups):
         def own(items, name):

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 from PIL import Image
 
+from lexrl.envs.mixture import MixtureEnv
 from lexrl.eval.plots import (
     EVALUATION_LEGEND,
     evaluation_panel,
@@ -14,16 +15,16 @@ from lexrl.eval.plots import (
 
 
 def test_panels_take_each_members_headline_metric():
-    gdpr = SimpleNamespace(headline_metric="accuracy")
-    statute = SimpleNamespace(headline_metric="mas_recall")
-    mixture = SimpleNamespace(name="mix", member_envs=lambda: {"gdpr": gdpr, "statute": statute})
+    gdpr = SimpleNamespace(roles=(), headline_metric="accuracy")
+    statute = SimpleNamespace(roles=(), headline_metric="mas_recall")
+    mixture = MixtureEnv({"gdpr": gdpr, "statute": statute}, {"gdpr": 0.5, "statute": 0.5})
     ci = {"mean": 0.5, "low": 0.4, "high": 0.6}
     intervals = {"before": {"gdpr/accuracy": ci, "statute/mas_recall": ci}, "after": {}}
     assert headline_panels(mixture, intervals) == [
         ("gdpr", "accuracy", ci, None),
         ("statute", "mas_recall", ci, None),
     ]
-    single = SimpleNamespace(name="gdpr", headline_metric="accuracy", member_envs=dict)
+    single = SimpleNamespace(name="gdpr", headline_metric="accuracy")
     assert headline_panels(single, {"before": {"accuracy": ci}, "after": {"accuracy": ci}}) == [
         ("gdpr", "accuracy", ci, ci)
     ]

@@ -85,7 +85,6 @@ ENV = SimpleNamespace(
     reward_components=(),
     episode_metrics=("parsed",),
     validity_metric_name=lambda: "parsed",
-    member_envs=dict,
 )
 
 

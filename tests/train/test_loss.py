@@ -40,12 +40,11 @@ def test_batch_scaling_per_env_divides_by_each_envs_own_std():
 def test_mixture_metrics_are_reported_per_env_for_the_envs_in_the_step():
     from types import SimpleNamespace
 
+    from lexrl.envs.mixture import MixtureEnv
     from lexrl.train.trainer import metric_keys, reduce_metric_sums
 
-    member = SimpleNamespace(
-        roles=("meta",), reward_components=("correct",), episode_metrics=(), member_envs=dict
-    )
-    mixture = SimpleNamespace(member_envs=lambda: {"gdpr": member, "statute": member})
+    member = SimpleNamespace(roles=("meta",), reward_components=("correct",), episode_metrics=())
+    mixture = MixtureEnv({"gdpr": member, "statute": member}, {"gdpr": 0.5, "statute": 0.5})
     keys = metric_keys(mixture)
     assert "gdpr/reward/correct" in keys and "statute/agent/meta/turns" in keys
     assert "reward/correct" not in keys, "components are per env, not summed across envs"
@@ -252,7 +251,7 @@ def test_failed_episodes_are_counted_not_averaged():
     from lexrl.train.trainer import reduce_metric_sums, step_metrics
 
     env = SimpleNamespace(
-        roles=("examinee",), reward_components=("score",), episode_metrics=(), member_envs=dict
+        name="lexam", roles=("examinee",), reward_components=("score",), episode_metrics=()
     )
     turns = [Turn("examinee", [1], [5, 6], [-1.5, -0.5], "", 0)]
     group = Group(
@@ -338,7 +337,7 @@ def test_role_rewards_are_logged_per_role():
 
     from lexrl.train.trainer import metric_keys, reduce_metric_sums, step_metrics
 
-    env = SimpleNamespace(roles=("arguer", "analyst"), member_envs=dict)
+    env = SimpleNamespace(name="argument", roles=("arguer", "analyst"))
     sums = step_metrics([_arguer_analyst_group()], env)
     means = reduce_metric_sums(sums, metric_keys(env), SimpleNamespace(num_processes=1))
     assert means["agent/arguer/reward"] == pytest.approx(0.5)

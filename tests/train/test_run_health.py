@@ -89,11 +89,10 @@ def test_an_env_metric_is_averaged_over_the_episodes_that_report_it():
         Group(Task("m", {}, []), [episode("mismatched", 1.0), episode("mismatched", 1.0)]),
     ]
     env = SimpleNamespace(
+        name="argument",
         roles=(),
         reward_components=(),
         episode_metrics=("right_decision", "right_decision_arguable", "right_decision_mismatched"),
-        member_envs=dict,
-        parts=None,
     )
     one_process = SimpleNamespace(num_processes=1)
     means = reduce_metric_sums(step_metrics(groups, env), metric_keys(env), one_process)
