@@ -300,14 +300,19 @@ def _load(path: str | None, overrides: list[str], required: bool = True) -> Conf
     return load_config(path, overrides)
 
 
-def _policy_from_checkpoint(config: Config, checkpoint: str | None, command: str = "eval"):
-    """The env, the backend and the tokenizer a checkpoint (or the base) is played with; for
-    `rollout.backend: openai` the served model at `rollout.base_url`, with no local tokenizer.
-    `command` (eval, rollout) is named by the line said before a tiny base is warm-started."""
+def _policy_from_checkpoint(
+    config: Config, checkpoint: str | None, split: str, command: str = "eval"
+):
+    """The env, the backend and the tokenizer a checkpoint (or the base) is played with on
+    `split`; for `rollout.backend: openai` the served model at `rollout.base_url`, with no local
+    tokenizer. `command` (eval, rollout) is named by the line said before a tiny base is
+    warm-started."""
     from lexrl.envs import make_env
+    from lexrl.envs.composite import require_tasks
 
     # The env reads its data before torch and the model load, so a bad file is reported at once.
     env = make_env(config.env)
+    require_tasks(env, split)
     if config.rollout.backend == "openai":
         from lexrl.rollout.factory import make_chat_backend
 
@@ -364,11 +369,13 @@ def adapter_base(adapter: Path) -> str | None:
 
 def _evaluate(config: Config, checkpoint: str | None) -> None:
     if config.eval.policy:
-        env, backend, tokenizer = _policy_from_checkpoint(config, checkpoint)
+        env, backend, tokenizer = _policy_from_checkpoint(config, checkpoint, config.eval.split)
     else:
         from lexrl.envs import make_env
+        from lexrl.envs.composite import require_tasks
 
         env, backend, tokenizer = make_env(config.env), None, None
+        require_tasks(env, config.eval.split)
     # Imported after the env is made (evaluate imports torch): a data error comes first.
     from lexrl.eval.evaluate import evaluate_checkpoint
 
@@ -720,7 +727,9 @@ def _rollout(config: Config, args: argparse.Namespace) -> None:
 
     if args.out is None:
         check_output_dir(config.run.output_dir)
-    env, backend, tokenizer = _policy_from_checkpoint(config, args.checkpoint, "rollout")
+    env, backend, tokenizer = _policy_from_checkpoint(
+        config, args.checkpoint, args.split, "rollout"
+    )
     torch.manual_seed(config.run.seed)
     tasks = env.tasks(args.split)[: args.num_tasks]
     groups = run_groups(

@@ -11,8 +11,12 @@ answers from a teacher function: the env's workflow code runs unchanged for the 
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from tqdm.auto import tqdm
 
 from lexrl.generation import Backend, Completion, Sampling, count_turn
 from lexrl.types import Task, Trajectory, Turn
@@ -221,14 +225,50 @@ class Policy:
           for each name in `Env.episode_metrics`. None: no metrics.
 
         The dicts and the list are copied. The env then sets `role_rewards`, or `failed` (no
-        reward could be computed), on the returned Trajectory where they apply. Raises
-        `TypeError` when a component is not a number."""
+        reward could be computed), on the returned Trajectory where they apply. A component
+        that is not a finite number (NaN, inf, a string) fails the episode: it is counted and
+        left out as one whose judge failed, and the first such component of the process is
+        reported in one line."""
         self.trajectory.outcome = outcome
         self.trajectory.components = dict(components)
-        self.trajectory.reward = float(sum(components.values()))
+        unusable = unusable_component(components)
+        if unusable is not None:
+            self.trajectory.failed = unusable
+            self.trajectory.components = {}
+            self.trajectory.reward = 0.0
+            report_once(
+                unusable,
+                f"env error: task {self.trajectory.task_id}: {unusable}; the episode counts as "
+                "failed (said once)",
+            )
+        else:
+            self.trajectory.reward = float(sum(components.values()))
         self.trajectory.steps = list(steps or [])
         self.trajectory.metrics = dict(metrics or {})
         return self.trajectory
+
+
+def unusable_component(components: dict[str, Any]) -> str | None:
+    """Why the first component that is not a finite number cannot be a reward, or None."""
+    for name, value in components.items():
+        # A numpy or 0-d torch number converts, and a string would too ("1").
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+            return f"reward component {name!r} is {value!r} ({type(value).__name__}), not a number"
+        if not math.isfinite(float(value)):
+            return f"reward component {name!r} is {value!r}, not a finite number"
+    return None
+
+
+_REPORTED: set[str] = set()
+
+
+def report_once(key: str, line: str) -> None:
+    """Print `line` to stderr the first time this process meets `key`: an env that returns NaN
+    for every episode says so once, not once per episode. Written above a running progress bar,
+    not into it."""
+    if key not in _REPORTED:
+        _REPORTED.add(key)
+        tqdm.write(line, file=sys.stderr)
 
 
 Teacher = Callable[[str, Messages], str]

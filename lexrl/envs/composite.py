@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lexrl.envs.base import Env, EnvPart, task_at
 from lexrl.envs.mixture import MixtureEnv
+from lexrl.errors import DatasetError
 from lexrl.types import Group, Task
 
 
@@ -93,3 +94,14 @@ def split_by_member(
 ) -> list[EnvPart]:
     """`Composite.split` of `env`'s composite."""
     return composite(env).split(tasks, groups)
+
+
+def require_tasks(env: Env, split: str) -> None:
+    """Refuse, in one line, an env (or a mixture member) with no `split` tasks: checked before
+    any model is built, so an empty data file costs seconds, not a model load."""
+    empty = [name for name, member in composite(env).members.items() if not member.tasks(split)]
+    if empty:
+        raise DatasetError(
+            f"env {', '.join(empty)}: no {split!r} tasks; check its data (a `{split}` split in "
+            "the data file, the options that size or select it)"
+        )

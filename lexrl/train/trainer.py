@@ -35,8 +35,9 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from lexrl.config import Config, WarmstartConfig, save_config
+from lexrl.envs import make_env
 from lexrl.envs.base import Env, lead_role, role_actions, step_role, undeclared_components
-from lexrl.envs.composite import composite
+from lexrl.envs.composite import composite, require_tasks
 from lexrl.errors import ConfigError, RunHalted
 from lexrl.eval import before_after, degenerate_gain
 from lexrl.eval.evaluate import (
@@ -406,7 +407,11 @@ def step_shard(config: Config, accelerator: Accelerator) -> Shard:
 def build_run(config: Config, accelerator: Accelerator, shard: Shard) -> Run:
     """The env, the policy with its learner, and the rollout backend sampling from it."""
     set_seed(config.run.seed)
-    env, policy, tokenizer, base_path = build_policy(config, accelerator)
+    env = make_env(config.env)
+    require_tasks(env, "train")
+    if config.run.eval_before or config.run.eval_after:
+        require_tasks(env, config.eval.split)
+    env, policy, tokenizer, base_path = build_policy(config, accelerator, env=env)
     learner = Learner(
         policy,
         config.grpo,

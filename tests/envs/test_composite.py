@@ -1,13 +1,16 @@
 """Every env as a composite (`lexrl.envs.composite`): a single env is a mixture of one, whose
 outputs name no member; a mixture's members label theirs."""
 
+import pytest
+
 from lexrl.envs import make_env
 from lexrl.envs.base import Env, lead_role, role_actions, step_role, task_at
-from lexrl.envs.composite import Composite, composite, members, split_by_member
+from lexrl.envs.composite import Composite, composite, members, require_tasks, split_by_member
 from lexrl.envs.gdpr.options import GdprEnvConfig
 from lexrl.envs.mixture_options import MixEnvConfig, MixMember
 from lexrl.envs.statute.env import PLANNER_ACTIONS
 from lexrl.envs.statute.options import StatuteEnvConfig
+from lexrl.errors import DatasetError
 from lexrl.types import Group
 
 
@@ -87,3 +90,16 @@ def test_actions_are_the_lead_roles_unless_a_step_names_its_role():
         actions = ("exit",)
 
     assert role_actions(NoRoles()) == {} and lead_role(NoRoles()) is None
+
+
+class _NoTasks:
+    name = "empty_env"
+
+    def tasks(self, split: str) -> list:
+        return [] if split == "train" else ["a task"]
+
+
+def test_an_env_with_no_tasks_of_a_split_is_one_data_error_naming_it():
+    require_tasks(_NoTasks(), "test")
+    with pytest.raises(DatasetError, match=r"^env empty_env: no 'train' tasks; check its data"):
+        require_tasks(_NoTasks(), "train")

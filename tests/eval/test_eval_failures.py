@@ -4,6 +4,7 @@
 
 import io
 import json
+import math
 import socket
 import threading
 from pathlib import Path
@@ -201,3 +202,22 @@ def test_a_summary_shows_the_failed_count_beside_every_mean_and_n_a_for_none():
     print_summary({"before": failed, "after": scored}, Console(file=out, width=200))
     row = next(line for line in out.getvalue().splitlines() if "reward" in line)
     assert [cell.strip() for cell in row.split("│")[2:6]] == ["n/a", "2/2", "1.0000", "1/2"]
+
+
+def test_an_env_whose_reward_is_nan_fails_every_episode_and_the_evaluation(
+    tmp_path, capsys, monkeypatch
+):
+    """A NaN reward is no score: every episode counts as failed, the line says why once, and
+    the evaluation ends with a run error instead of exit 0 with the reward `n/a`."""
+    monkeypatch.setattr(
+        "lexrl.envs.lexam.env.mcq_reward", lambda *args: {"correct": math.nan, "format": 1.0}
+    )
+    monkeypatch.setattr("lexrl.policy._REPORTED", set())
+    with chat_server(lambda headers: (200, completion("###B###"))) as url:
+        assert run_eval(url, tmp_path) == 9
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("env error:")]
+    assert len(said) == 1 and "reward component 'correct' is nan" in said[0]
+    assert err.strip().splitlines()[-1].startswith("run error: 24 of 24 episodes failed")
+    report = json.loads((folder(tmp_path) / "eval_test_report.json").read_text())
+    assert report["summary"]["failed_episodes"] == 24
