@@ -415,12 +415,13 @@ def _plan(config: Config, args: argparse.Namespace) -> None:
 
 
 def _audit(config: Config, args: argparse.Namespace) -> None:
-    """Play each env's degenerate policies and its teacher on the held-out tasks, every reply cut
-    at the config's token caps with its tokenizer (unless `--no-cap`); print the table (and the
-    rows as JSON)."""
+    """Check the env contract (`lexrl.envs.check`), then play each env's degenerate policies and
+    its teacher on the held-out tasks, every reply cut at the config's token caps with its
+    tokenizer (unless `--no-cap`); print the table (and the rows as JSON). A problem the check
+    finds is listed above the table and ends the command in a run error."""
     from lexrl.envs import make_env
     from lexrl.errors import ModelUnavailable
-    from lexrl.eval.audit import audit, markdown
+    from lexrl.eval.audit import audit, check, check_markdown, markdown, refuse
 
     if args.max_tasks is not None and args.max_tasks < 1:
         raise ConfigError(f"--max-tasks {args.max_tasks}: give at least 1")
@@ -436,10 +437,14 @@ def _audit(config: Config, args: argparse.Namespace) -> None:
                 f"{error} (`lexrl audit --no-cap` plays whole replies without a tokenizer)"
             ) from None
         cap = config.rollout.max_new_tokens
+    problems = check(env, tokenizer, config.run.seed, cap)
+    if problems:  # before the audit, which may raise where the check found the env's code does
+        print(check_markdown(problems) + "\n", flush=True)
     rows = audit(env, tokenizer, args.max_tasks, config.run.seed, cap)
     print(markdown(rows))
     if args.json:
         print(json.dumps([row.as_json() for row in rows], ensure_ascii=False))
+    refuse(problems)
 
 
 def _envs(args: argparse.Namespace, overrides: list[str]) -> None:
@@ -610,7 +615,8 @@ def _close_progress_bars() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Run a command. An anticipated error (`lexrl.errors.LexrlError`: config, data, model,
     endpoint, checkpoint, run folder, plan, run) ends it in one line on stderr with its kind's
-    exit code; Ctrl-C in 130; anything else is a lexrl bug and keeps its traceback."""
+    exit code; Ctrl-C in 130; an exception from an env plugin's own code is one `env error` line
+    naming the plugin (exit 10); anything else is a lexrl bug and keeps its traceback."""
     try:
         _run(argv)
     except BrokenPipeError:
@@ -623,7 +629,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(error.exit_code) from None
     except OSError as error:
         if error.errno not in DISK_FULL:
-            _report_bug()
+            _report_bug(error)
         _close_progress_bars()
         print(f"run folder error: {scrub(disk_full_message(error))}", file=sys.stderr)
         raise SystemExit(EXIT_CODES["run folder"]) from None
@@ -634,8 +640,8 @@ def main(argv: list[str] | None = None) -> None:
         # The `finally` blocks have run (the run folder's lock is released); what is left are
         # worker threads an interrupted step may leave waiting, which would hold the exit.
         os._exit(130)
-    except Exception:
-        _report_bug()
+    except Exception as error:
+        _report_bug(error)
 
 
 def disk_full_message(error: OSError) -> str:
@@ -647,7 +653,18 @@ def disk_full_message(error: OSError) -> str:
     )
 
 
-def _report_bug() -> None:
+def _report_bug(error: BaseException) -> None:
+    """The traceback and the bug footer, unless `error` came from an env plugin's code: then one
+    `env error` line naming the plugin (`lexrl.plugin_errors`)."""
+    from lexrl.plugin_errors import plugin_origin, report_env_error
+
+    _close_progress_bars()
+    try:
+        origin = plugin_origin(error)
+    except Exception:  # reading the traceback must not hide the bug it reports
+        origin = None
+    if origin is not None:
+        raise SystemExit(report_env_error(error, origin)) from None
     traceback.print_exc()
     print(
         "this is a lexrl bug, not an error in your input: please report it with the "

@@ -43,7 +43,15 @@ from lexrl.registry import (
     discover_envs,
     env_config_class,
 )
-from lexrl.secrets import URL, api_base_url, check_url, remember, server_root_url
+from lexrl.secrets import (
+    URL,
+    api_base_url,
+    check_url,
+    is_credential_name,
+    looks_like_key,
+    remember,
+    server_root_url,
+)
 
 
 @dataclass
@@ -485,13 +493,17 @@ _VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 
 def _strings(value: object, path: str) -> Iterator[tuple[str, str]]:
-    """Every string in a config tree, lists included, with its dotted path."""
+    """Every string in a config tree, lists and a plugin's mappings included, with its dotted
+    path (a mapping's keys as its parts)."""
     if is_dataclass(value):
         for item in fields(value):
             yield from _strings(getattr(value, item.name), f"{path}.{item.name}".lstrip("."))
-    elif isinstance(value, list):
+    elif isinstance(value, (list, tuple)):
         for index, element in enumerate(value):
             yield from _strings(element, f"{path}[{index}]")
+    elif isinstance(value, dict):
+        for key, element in value.items():
+            yield from _strings(element, f"{path}.{key}")
     elif isinstance(value, str):
         yield path, value
 
@@ -507,18 +519,43 @@ def check_no_credentials(config: Config) -> None:
     `*api_key_env` that is no upper-case variable name (an `sk-...` or `hf_...` key is not), an
     endpoint URL with `user:password@` or a query string (`?key=...`), or any other value with a
     URL that carries `user:password@` or a key-like query parameter (`lexrl.secrets.check_url`),
-    whatever the case of its scheme. The error names the field, never the value."""
-    for path, value in _strings(config, ""):
+    whatever the case of its scheme; and, in any section (an env's or a mixture member's
+    options included), an option named like a credential (`env.api_key`, `hf_token`:
+    `lexrl.secrets.is_credential_name`) that is set, or any value shaped like a key
+    (`lexrl.secrets.looks_like_key`). The config lands in `config.yaml`, every checkpoint and
+    W&B, so a key in it would too. The error names the field, never the value."""
+    strings = list(_strings(config, ""))
+    paths = {path for path, _ in strings}
+    for path, value in strings:
         if path.endswith("api_key_env") and value and not _VARIABLE_NAME.fullmatch(value):
             raise ConfigError(
                 f"`{path}` must be the NAME of an environment variable (A-Z, 0-9, _), not a key"
             )
         if path.endswith("api_key_env"):
             remember(value)
+        if is_credential_name(path) and value.strip():
+            raise ConfigError(
+                f"`{path}` looks like a credential: lexrl never stores keys; put it in an "
+                f"environment variable and name that {_variable_option(path, paths)}"
+            )
         if _URL_FIELD.search(path) and value:
             check_url(value, f"`{path}`")
         for url in URL.findall(value):
             check_url(url, f"`{path}`", query_allowed=True)
+        if looks_like_key(value):
+            raise ConfigError(
+                f"`{path}` holds what looks like an API key or token: lexrl never stores keys; "
+                "put it in an environment variable and name that in the option that reads it "
+                "(an `*_env` option, e.g. `api_key_env: MY_KEY`)"
+            )
+
+
+def _variable_option(path: str, paths: set[str]) -> str:
+    """Where a key set as the option `path` belongs instead: the option beside it that names its
+    variable (`env.api_key_env`), else any `*_env` option of its env (a plugin's own)."""
+    section = path.rpartition(".")[0]
+    beside = f"{path}_env" if f"{path}_env" in paths else f"{section}.api_key_env".lstrip(".")
+    return f"in `{beside}` (or the plugin's `*_env` option), e.g. `{beside.split('.')[-1]}: MY_KEY`"
 
 
 def normalise_urls(value: object) -> None:
@@ -707,33 +744,52 @@ def check_moved_keys(data: dict, path: str | Path | None) -> None:
                     f"{path}: `env.{key}.*` moved to {moved}: an env's options sit under `env` "
                     "beside its `type`"
                 )
-    sections = [("env", env)]
+    if isinstance(env, dict):
+        check_env_spec(str(path), "env", env)
+    for index, options in _member_envs(env):
+        check_env_spec(str(path), f"env.members[{index}].env", options)
+
+
+def _member_envs(env: object) -> list[tuple[int, dict]]:
+    """Each mixture member's env mapping (`env.members[i].env`) by its index, as a file's `env`
+    or a `--env.members` value (wrapped as `{members: [...]}`) gives them."""
     members = env.get("members") if isinstance(env, dict) else None
-    for index, member in enumerate(members if isinstance(members, list) else []):
-        if isinstance(member, dict):
-            sections.append((f"env.members[{index}].env", member.get("env")))
-    for where, options in sections:
-        if not isinstance(options, dict):
-            continue
-        env_type = options.get("type", DEFAULT_ENV)
-        for key in options:
-            moved = moved_env_option(f"{where}.{key}", str(env_type))
-            if moved:
-                raise ConfigError(f"{path}: `{where}.{key}` moved to `{moved}`")
+    return [
+        (index, member["env"])
+        for index, member in enumerate(members if isinstance(members, list) else [])
+        if isinstance(member, dict) and isinstance(member.get("env"), dict)
+    ]
+
+
+def check_env_spec(source: str, where: str, options: dict) -> None:
+    """Refuse an env's mapping of options (`where`: `env`, `env.members[1].env`), from a file or
+    a `--env.members` value (`source`), that names its env by `name` instead of `type` (draccus
+    would read it as the default env and refuse the `name`), or sets an option that moved within
+    its env's options (`moved_env_option`), naming the new key."""
+    if "name" in options and "type" not in options:
+        name = str(options["name"])[:40]
+        raise ConfigError(
+            f"{source}: `{where}.name` is no option: name the env with `type: {name}` (without a "
+            f"`type`, `{where}` is the default env, {DEFAULT_ENV})"
+        )
+    env_type = options.get("type", DEFAULT_ENV)
+    for key in options:
+        moved = moved_env_option(f"{where}.{key}", str(env_type))
+        if moved:
+            raise ConfigError(f"{source}: `{where}.{key}` moved to `{moved}`")
 
 
 def check_env_types(data: dict, overrides: list[str], path: str | Path | None) -> None:
     """Refuse an `env.type` (of the file, a mixture member's, or `--env.type`) that names no
     registered env before draccus would, in one line with the registered names and, for a
-    plugin that failed to load, why (`lexrl.registry.env_config_class`)."""
+    plugin that failed to load, why (`lexrl.registry.env_config_class`); and a member of a
+    `--env.members` value that `check_env_spec` refuses, as `check_moved_keys` does a file's."""
     env = data.get("env")
     types_named = []
     if isinstance(env, dict) and "type" in env:
         types_named.append((f"{path}: `env.type`", env["type"]))
-    members = env.get("members") if isinstance(env, dict) else None
-    for index, member in enumerate(members if isinstance(members, list) else []):
-        inner = member.get("env") if isinstance(member, dict) else None
-        if isinstance(inner, dict) and "type" in inner:
+    for index, inner in _member_envs(env):
+        if "type" in inner:
             types_named.append((f"{path}: `env.members[{index}].env.type`", inner["type"]))
     for index, token in enumerate(overrides):
         for key in ("env.type", "env.members"):
@@ -749,10 +805,9 @@ def check_env_types(data: dict, overrides: list[str], path: str | Path | None) -
                     given = yaml.safe_load(value)
                 except yaml.YAMLError:
                     continue  # draccus names the value that is not YAML
-                members = given if isinstance(given, list) else []
-                for at, member in enumerate(members):
-                    inner = member.get("env") if isinstance(member, dict) else None
-                    if isinstance(inner, dict) and "type" in inner:
+                for at, inner in _member_envs({"members": given}):
+                    check_env_spec("--env.members", f"env.members[{at}].env", inner)
+                    if "type" in inner:
                         types_named.append(
                             (f"--env.members: `env.members[{at}].env.type`", inner["type"])
                         )
@@ -800,6 +855,10 @@ def check_override_shape(overrides: list[str]) -> None:
         raise ConfigError(f"option {needing_value} needs a value")
 
 
+_MEMBER_OPTION = re.compile(r"env\.members(\.\d+|\[\d+\])")
+"""A command-line key below one mixture member (`env.members.0.env.dataset`, `env.members[0]`)."""
+
+
 def check_option_names(overrides: list[str]) -> None:
     """Refuse an unknown `--key` in one line with the closest real key, before draccus would
     print its hundred-line usage."""
@@ -807,6 +866,14 @@ def check_option_names(overrides: list[str]) -> None:
     for name in _override_names(overrides):
         if name in known or name in ("help", "config_path"):
             continue
+        # draccus sets a list only whole, so the closest key (`--env.members`, or a moved key's
+        # new spelling below a member) would be refused in turn.
+        if _MEMBER_OPTION.match(name):
+            raise ConfigError(
+                f"option --{name}: a mixture member's options cannot be set one by one; set them "
+                "in the config file, or give every member with --env.members "
+                "'[{env: {type: NAME, ...}, weight: W}, ...]'"
+            )
         if _moved(name):
             raise ConfigError(f"option --{name} moved to --{_moved(name)}")
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)

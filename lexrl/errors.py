@@ -57,9 +57,11 @@ EXIT_CODES = {
     "run folder": 7,
     "plan": 8,
     "run": 9,
+    "env": 10,
 }
 """Exit code of each kind of error (`lexrl --help` and docs/faults.md list them). 1 is a lexrl
-bug (a traceback), 130 an interrupt, 143 a SIGTERM."""
+bug (a traceback), 130 an interrupt, 143 a SIGTERM. `env` is an exception raised in an installed
+env plugin's own code (`lexrl.plugin_errors`): it names the plugin, never lexrl."""
 
 
 class ConfigError(LexrlError, ValueError):

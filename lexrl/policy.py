@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tqdm.auto import tqdm
@@ -257,6 +257,25 @@ def unusable_component(components: dict[str, Any]) -> str | None:
         if not math.isfinite(float(value)):
             return f"reward component {name!r} is {value!r}, not a finite number"
     return None
+
+
+def fail_missing_components(trajectory: Trajectory, declared: Sequence[str]) -> None:
+    """Fail a scored `trajectory` that leaves out a component its env declares
+    (`Env.reward_components`), as `Policy.finish` fails a non-finite one: logged as 0.0 it would
+    look like a reward the episode earned."""
+    if trajectory.failed:
+        return
+    missing = [name for name in declared if name not in trajectory.components]
+    if missing:
+        why = f"declared reward component(s) {', '.join(map(repr, missing))} missing"
+        trajectory.failed = why
+        trajectory.components = {}
+        trajectory.reward = 0.0
+        report_once(
+            why,
+            f"env error: task {trajectory.task_id}: {why} (the env declares them in "
+            "`reward_components`); the episode counts as failed (said once)",
+        )
 
 
 _REPORTED: set[str] = set()

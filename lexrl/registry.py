@@ -9,23 +9,33 @@ group `lexrl.envs` (`ENTRY_POINT_GROUP`): lexrl's own envs declare theirs in its
 is all it takes for `lexrl envs`, `train`, `eval`, `audit`, `serve-env` and the verifiers adapter
 to know it. An entry point names the options class: `qa = "my_legal_task.options:QaEnvConfig"`.
 
-A plugin that fails to import is reported in one line naming its package and error, and the
-other envs still load; two packages that register one name are an error naming both (gym's
-entry-point plugins are namespaced for the same reason, openai/gym#2345). Importing this module
-imports no env: discovery happens on the first `discover_envs()`.
+A plugin that fails to import, whatever it raises (`sys.exit` and `KeyboardInterrupt` included:
+a plugin running `argparse` at import exits), or whose entry point is not `module:Class`, or
+whose options take a name lexrl reserves (`RESERVED_OPTION_NAMES`), is reported in one line
+naming its package and what happened, and the other envs still load; two packages that register
+one name are an error naming both (gym's entry-point plugins are namespaced for the same reason,
+openai/gym#2345). Importing this module imports no env: discovery happens on the first
+`discover_envs()`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import io
 import json
+import re
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO, get_origin
 
 import draccus
 
-from lexrl.errors import ConfigError
+from lexrl.errors import ConfigError, LexrlError
 from lexrl.options import Bound
 
 if TYPE_CHECKING:
@@ -136,6 +146,16 @@ class EnvConfig(draccus.ChoiceRegistry):
         return {path: self}
 
 
+RESERVED_OPTION_NAMES = frozenset(
+    {"type", *(attribute for attribute in dir(EnvConfig) if not attribute.startswith("_"))}
+)
+"""Names no env's option may take (`register_env` refuses them): `type`, the key that picks the
+env in `env: {type: NAME}` and `--env.type`, and every public attribute of `EnvConfig` (`name`,
+`check`, `build`, `sections`, `member_names`, `objective_options`, `CHOICES`, `BOUNDS`, `MOVED`,
+`RESUME_MAY_CHANGE`, draccus' choice methods), which an option of that name would replace on
+every instance."""
+
+
 def registered_name(cls: type) -> str:
     """The name an `EnvConfig` subclass is registered under."""
     try:
@@ -148,15 +168,22 @@ def registered_name(cls: type) -> str:
 
 
 def register_env(name: str):  # noqa: ANN201 - a class decorator
-    """Register an `EnvConfig` subclass under `name` (what `env.type` selects). A name another
-    class already holds is an error naming both classes' modules."""
+    """Register an `EnvConfig` subclass under `name` (what `env.type` selects). An option named
+    in `RESERVED_OPTION_NAMES` is a `ConfigError` naming the class and the option; a name
+    another class already holds is one naming both classes' modules."""
 
     def decorate(cls: type[EnvConfig]) -> type[EnvConfig]:
         if not (isinstance(cls, type) and issubclass(cls, EnvConfig)):
             raise TypeError(f"@register_env({name!r}) decorates an EnvConfig subclass, not {cls}")
+        reserved = sorted(_option_names(cls) & RESERVED_OPTION_NAMES)
+        if reserved:
+            raise ConfigError(
+                f"{_origin(cls)} has option {', '.join(map(repr, reserved))}, a name reserved "
+                "by lexrl (`lexrl.registry.RESERVED_OPTION_NAMES`): rename the option"
+            )
         holder = EnvConfig.get_known_choices().get(name)
         if holder is not None and holder is not cls and _origin(holder) != _origin(cls):
-            raise ConfigError(
+            raise _NameTaken(
                 f"env name {name!r} is registered twice: by {_origin(holder)} and by "
                 f"{_origin(cls)}; uninstall one, or rename one's env"
             )
@@ -166,8 +193,31 @@ def register_env(name: str):  # noqa: ANN201 - a class decorator
     return decorate
 
 
+class _NameTaken(ConfigError):
+    """Two classes registering one env name: which one a config means cannot be told, so
+    discovery stops at it rather than leaving one out."""
+
+
 def _origin(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _option_names(cls: type) -> set[str]:
+    """The options `cls` and its bases below `EnvConfig` declare: their annotated names that are
+    not `ClassVar`s, read from the annotations so that `@register_env` finds them on either
+    side of `@dataclass`."""
+    names = set()
+    for klass in cls.__mro__:
+        if klass in EnvConfig.__mro__:
+            continue
+        for key, annotation in inspect.get_annotations(klass).items():
+            # Under `from __future__ import annotations` an annotation is its source text.
+            if isinstance(annotation, str):
+                if not re.match(r"(typing\.)?ClassVar\b", annotation.strip()):
+                    names.add(key)
+            elif annotation is not ClassVar and get_origin(annotation) is not ClassVar:
+                names.add(key)
+    return names
 
 
 @dataclass
@@ -186,8 +236,9 @@ def _distribution(entry_point: metadata.EntryPoint) -> str:
 
 def discover_envs() -> dict[str, type[EnvConfig]]:
     """Import every entry point of `lexrl.envs` once and return the registered envs by name.
-    A plugin that fails to load is reported on stderr in one line (`failed_plugins` keeps it)
-    and left out; two packages declaring one name raise a `ConfigError` naming both."""
+    A plugin that fails to load, whatever it raised at import, is reported on stderr in one
+    line (`failed_plugins` keeps it) and left out; two packages declaring one name raise a
+    `ConfigError` naming both."""
     if not _DISCOVERY.done:
         _DISCOVERY.failures = {}
         seen: dict[str, metadata.EntryPoint] = {}
@@ -209,25 +260,123 @@ def discover_envs() -> dict[str, type[EnvConfig]]:
 
 
 def _load(name: str, entry_point: metadata.EntryPoint) -> None:
+    """Import `entry_point`'s class and check it is registered as `name`. Whatever it raises is
+    reported in one line and the plugin left out, except a name two classes register and a real
+    Ctrl-C. What it prints meanwhile is held back: passed on unchanged unless it fails, when its
+    first line is quoted in the one line instead."""
+    writes: list[tuple[TextIO, str]] = []
+    pressed = threading.Event()
     try:
-        cls = entry_point.load()
-        if not (isinstance(cls, type) and issubclass(cls, EnvConfig)):
-            raise TypeError(f"{entry_point.value} is not an EnvConfig subclass")
-        if EnvConfig.get_known_choices().get(name) is not cls:
-            raise TypeError(
-                f"{entry_point.value} is not registered as {name!r}: decorate it with "
-                f"`@register_env({name!r})`"
-            )
-    except ConfigError:
+        with _noting_ctrl_c(pressed), _holding_output(writes):
+            _check_plugin(name, entry_point)
+    except _NameTaken:
+        _pass_on(writes)
         raise
-    except Exception as error:  # a plugin's bug must not stop the other envs
-        message = f"{type(error).__name__}: {error}".splitlines()[0]
+    except BaseException as error:  # a plugin's bug, sys.exit included, must not stop the others
+        if pressed.is_set() or isinstance(error, GeneratorExit):
+            _pass_on(writes)
+            raise
+        printed = _first_line("".join(text for _, text in writes))
+        message = _what_happened(error) + (f"; it printed {printed!r}" if printed else "")
         _DISCOVERY.failures[name] = f"{_distribution(entry_point)}: {message}"
         print(
             f"lexrl: env plugin {name!r} from {_distribution(entry_point)} failed to load "
             f"({message}); the other envs are available",
             file=sys.stderr,
         )
+    else:
+        _pass_on(writes)
+
+
+class _PluginFault(Exception):
+    """A plugin's entry point or class is not one lexrl can load; the message says how."""
+
+
+def _check_plugin(name: str, entry_point: metadata.EntryPoint) -> None:
+    # `EntryPoint.load` reads a value its pattern does not match as None.group(...).
+    match = entry_point.pattern.match(entry_point.value)
+    if match is None or not match.group("attr"):
+        raise _PluginFault(
+            f"its entry point {name!r} is {entry_point.value!r}, not `module:Class`: the "
+            'package\'s `[project.entry-points."lexrl.envs"]` must name its options class'
+        )
+    cls = entry_point.load()
+    if not (isinstance(cls, type) and issubclass(cls, EnvConfig)):
+        raise _PluginFault(f"{entry_point.value} is not an EnvConfig subclass")
+    if EnvConfig.get_known_choices().get(name) is not cls:
+        raise _PluginFault(
+            f"{entry_point.value} is not registered as {name!r}: decorate it with "
+            f"`@register_env({name!r})`"
+        )
+
+
+def _what_happened(error: BaseException) -> str:
+    """`error`, raised while a plugin loaded, as its one line says it."""
+    if isinstance(error, (_PluginFault, LexrlError)):  # a message written for the user
+        return str(error)
+    if isinstance(error, SystemExit):
+        return f"called sys.exit({'' if error.code is None else repr(error.code)}) at import"
+    said = type(error).__name__
+    if str(error):
+        said = f"{said}: {error}".splitlines()[0]
+    # Not an exception (KeyboardInterrupt, ...): the plugin raised it; a real Ctrl-C is re-raised.
+    return said if isinstance(error, Exception) else f"raised {said} at import"
+
+
+def _first_line(text: str, width: int = 120) -> str:
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line if len(line) <= width else f"{line[: width - 3]}..."
+
+
+class _Held(io.TextIOBase):
+    """Stands in for stdout or stderr while a plugin is imported: each write is kept in `writes`
+    with the stream it was meant for, one list for both streams, so their order is kept."""
+
+    def __init__(self, stream: TextIO, writes: list[tuple[TextIO, str]]) -> None:
+        self.stream, self.writes = stream, writes
+
+    def write(self, text: str) -> int:
+        self.writes.append((self.stream, text))
+        return len(text)
+
+
+@contextlib.contextmanager
+def _holding_output(writes: list[tuple[TextIO, str]]) -> Iterator[None]:
+    """What the block writes to `sys.stdout` and `sys.stderr` goes to `writes` instead (what a
+    library writes to the file descriptors itself still reaches the terminal)."""
+    with (
+        contextlib.redirect_stdout(_Held(sys.stdout, writes)),
+        contextlib.redirect_stderr(_Held(sys.stderr, writes)),
+    ):
+        yield
+
+
+def _pass_on(writes: list[tuple[TextIO, str]]) -> None:
+    for stream, text in writes:
+        stream.write(text)
+
+
+@contextlib.contextmanager
+def _noting_ctrl_c(pressed: threading.Event) -> Iterator[None]:
+    """Set `pressed` when SIGINT (Ctrl-C) arrives while the block runs, interrupting as before,
+    so that a `KeyboardInterrupt` with `pressed` unset is known to be raised by code. SIGINT is
+    handled in the main thread only: elsewhere, or where it is ignored, nothing is set."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        pressed.set()
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield
+    finally:
+        # A handler the plugin set at import is its own to keep.
+        if signal.getsignal(signal.SIGINT) is note:
+            signal.signal(signal.SIGINT, previous)
 
 
 def failed_plugins() -> dict[str, str]:

@@ -15,16 +15,26 @@ below so that what is written is what is tested (`tests/test_scaffold.py`,
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
+import importlib.util
 import json
 import keyword
 import random
 import re
+import secrets
+import shutil
+import sys
 from pathlib import Path
 from string import Template
 
 from lexrl.errors import ConfigError
 
 NAME = re.compile(r"[a-z][a-z0-9_]*")
+MAX_NAME_LENGTH = 40
+"""The longest env name: it is the folder's, the package's and the entry point's name and part of
+file and class names (`configs/NAME_cpu.yaml`, `tests/test_NAME.py`, `NameEnvConfig`), which must
+stay readable and within the file system's 255 bytes a name."""
 DEFAULT_ROLES = ("analyst", "answerer")
 
 PYPROJECT = """\
@@ -292,6 +302,7 @@ import random
 
 import pytest
 from lexrl.config import load_config
+from lexrl.envs.check import check_env
 from lexrl.errors import DatasetError
 from lexrl.policy import ScriptedPolicy
 
@@ -322,6 +333,13 @@ def test_a_bad_line_names_the_file_and_line(tmp_path):
     path.write_text(json.dumps(row) + "\\n")
     with pytest.raises(DatasetError, match="tasks.jsonl:1"):
         load_tasks(str(path))
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_the_env_keeps_the_env_contract(split):
+    # Task ids, prompts, finite and declared reward components, the same reward for the same
+    # replies: what `lexrl audit` checks before its table.
+    assert check_env($config_class().build(), split) == []
 
 
 def play(env, task, factory):
@@ -432,10 +450,43 @@ def contract_tasks() -> list[dict]:
     return rows
 
 
+def normalized(distribution: str) -> str:
+    """A distribution name as pip compares it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def name_holder(name: str) -> str | None:
+    """What already answers to NAME and what installing the package would do to it, in words, or
+    None: an installed distribution, which `pip install -e` of the written package (its
+    distribution `name.replace("_", "-")`) would uninstall, or an importable top-level module,
+    which the package would shadow or be shadowed by."""
+    wanted = normalized(name)
+    for distribution in importlib.metadata.distributions():
+        held = distribution.metadata["Name"] or ""
+        if normalized(held) == wanted:
+            return (
+                f"the installed distribution {held} {distribution.version}: "
+                "pip install -e would replace it"
+            )
+    if name in sys.stdlib_module_names:
+        return f"the standard library's module {name}: one would shadow the other"
+    spec = importlib.util.find_spec(name)
+    if spec is not None:
+        where = spec.origin or ", ".join(spec.submodule_search_locations or ())
+        return f"the importable module {name} ({where}): one would shadow the other"
+    return None
+
+
 def check_name(name: str) -> None:
-    """Refuse a NAME that is no Python package name or that an installed env already holds."""
+    """Refuse a NAME that is no Python package name, longer than `MAX_NAME_LENGTH`, held by an
+    installed env, or the name of an installed distribution or an importable module."""
     from lexrl.registry import discover_envs
 
+    if len(name) > MAX_NAME_LENGTH:
+        raise ConfigError(
+            f"env name {name[:MAX_NAME_LENGTH]!r}... has {len(name)} characters: use at most "
+            f"{MAX_NAME_LENGTH} (nothing was written)"
+        )
     if not NAME.fullmatch(name) or keyword.iskeyword(name):
         raise ConfigError(
             f"env name {name!r}: use lower-case letters, digits and _, starting with a letter "
@@ -443,14 +494,70 @@ def check_name(name: str) -> None:
         )
     if name in discover_envs():
         raise ConfigError(f"env name {name!r} is taken by an installed env (`lexrl envs`)")
+    holder = name_holder(name)
+    if holder is not None:
+        raise ConfigError(
+            f"env name {name!r} is the name of {holder}; choose another name (nothing was written)"
+        )
 
 
 def camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
+def check_parent(parent: Path) -> list[Path]:
+    """Refuse a `--dir` that is a file or lies under one; return its folders that do not exist
+    yet, deepest first (`--dir` is created as needed)."""
+    missing = []
+    for folder in [parent, *parent.parents]:
+        if folder.exists():
+            if not folder.is_dir():
+                where = "is" if folder == parent else f"lies under {folder}, which is"
+                raise ConfigError(
+                    f"--dir {parent} {where} a file, not a folder: give a folder (nothing was "
+                    "written)"
+                )
+            break
+        missing.append(folder)
+    return missing
+
+
+def stage(root: Path, contents: dict[str, str], created: list[Path]) -> None:
+    """Write `contents` (relative path: text) into a staging folder beside `root`, renamed to
+    `root` once all of it is written. A failed write (a full disk, a file-size limit, an
+    interrupt) leaves no half-written package, which would block the next attempt as existing,
+    and removes the staging folder and the folders `created` for `--dir`; one left by a killed
+    run (`.NAME.partial-*`, hidden) blocks nothing, each run staging under a name of its own."""
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        # Not `tempfile.mkdtemp`: its mode 0700 would become the package's.
+        staging = root.parent / f".{root.name}.partial-{secrets.token_hex(8)}"
+        staging.mkdir()
+        try:
+            for relative, text in contents.items():
+                path = staging / relative
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            staging.rename(root)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    except BaseException as error:
+        for folder in created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        if isinstance(error, OSError):
+            raise ConfigError(
+                f"cannot write {root}: {error.strerror or error}; nothing was left behind: free "
+                "space, raise the file-size limit or give a writable --dir, then run the same "
+                "command again"
+            ) from None
+        raise
+
+
 def write_env(name: str, roles: tuple[str, ...], parent: Path) -> Path:
-    """Write the package folder `parent/name` and return it; refuse an existing folder."""
+    """Write the package folder `parent/name`, all of it or nothing (`stage`), and return it;
+    refuse an existing folder. `parent` is created if missing."""
     check_name(name)
     for role in roles:
         if not NAME.fullmatch(role):
@@ -458,6 +565,7 @@ def write_env(name: str, roles: tuple[str, ...], parent: Path) -> Path:
     if len(set(roles)) != len(roles) or not roles:
         raise ConfigError(f"--roles {','.join(roles)}: give one or more distinct roles")
     root = parent / name
+    created = check_parent(parent)
     if root.exists():
         raise ConfigError(f"{root} exists: choose another NAME or folder (nothing was written)")
     values = {
@@ -492,12 +600,12 @@ def write_env(name: str, roles: tuple[str, ...], parent: Path) -> Path:
         )
         text = Template(PROMPT).substitute(role=role, instruction=instruction)
         files[f"{name}/prompts/{role}.txt"] = text + "\n"
-    for relative, template in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(Template(template).substitute(values), encoding="utf-8")
-    data = root / name / "data" / "tasks.jsonl"
-    data.parent.mkdir(parents=True, exist_ok=True)
-    data.write_text("".join(json.dumps(row) + "\n" for row in contract_tasks()), encoding="utf-8")
-    (root / ".gitignore").write_text("".join(f"{line}\n" for line in GITIGNORE), encoding="utf-8")
+    contents = {
+        relative: Template(template).substitute(values) for relative, template in files.items()
+    }
+    contents[f"{name}/data/tasks.jsonl"] = "".join(
+        json.dumps(row) + "\n" for row in contract_tasks()
+    )
+    contents[".gitignore"] = "".join(f"{line}\n" for line in GITIGNORE)
+    stage(root, contents, created)
     return root

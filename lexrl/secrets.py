@@ -7,7 +7,8 @@ remembers the variable, so that `scrub` can mask the values of every variable re
 of WANDB_API_KEY, in any text: a server may echo the Authorization header into its error body,
 which the `openai` client puts into the exception's message. `scrub` also masks what a URL
 carries in any text (`user:password@`, key-like query parameters), whatever its scheme's case:
-an httpx or openai error may quote the URL it was given.
+an httpx or openai error may quote the URL it was given; and any string shaped like a key
+(`KEY_SHAPES`), for a key read from a variable lexrl never saw named.
 """
 
 from __future__ import annotations
@@ -60,6 +61,57 @@ def is_credential_parameter(name: str) -> bool:
     """Whether a URL query parameter of this name carries a credential (`CREDENTIAL_PARAMETERS`)."""
     name = name.lower().replace("-", "_")
     return name in CREDENTIAL_PARAMETERS or name.endswith(CREDENTIAL_ENDINGS)
+
+
+CREDENTIAL_NAMES = (
+    "api_key",
+    "apikey",
+    "access_key",
+    "secret_key",
+    "private_key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "credentials",
+)
+"""An option whose name ends in one of these holds a credential (`is_credential_name`)."""
+_TOKENIZER_TOKEN = re.compile(r"(bos|eos|pad|unk|sep|cls|mask|stop)_token")
+"""Names a tokenizer's special token (`eos_token: </s>`), a string of the vocabulary, no key."""
+
+KEY_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_])(?:"
+    r"sk-[A-Za-z0-9_\-]{20,}"
+    r"|hf_[A-Za-z0-9]{30,}"
+    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
+    r"|xox[abposr]-[A-Za-z0-9\-]{10,}"
+    r"|AKIA[0-9A-Z]{16}(?![0-9A-Za-z])"
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"
+    r")"
+)
+"""A key by its shape, whatever option or text holds it: OpenAI's and the providers copying it
+(`sk-...`, `sk-proj-...`, Anthropic's `sk-ant-...`), Hugging Face (`hf_...`), GitHub
+(`ghp_...`, `github_pat_...`), Slack (`xoxb-...`), an AWS access key id (`AKIA...`) and a JWT
+(`eyJ...header.eyJ...payload.signature`). Not preceded by a letter, digit or `_`, so a word
+that merely contains `sk-` (`risk-adjusted`) is none."""
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether an option called `name` would hold a credential: the last part of its dotted key,
+    lower-cased (`-` read as `_`, a list index dropped), ends in one of `CREDENTIAL_NAMES`
+    (`env.api_key`, `hf_token`, `db_password`). Not a name ending in `_env`, which names the
+    environment variable holding the key (`api_key_env`), nor a tokenizer's special token
+    (`eos_token`); `max_new_tokens` ends in `tokens`, so it is none either."""
+    last = re.sub(r"\[\d+\]$", "", name).rsplit(".", 1)[-1].lower().replace("-", "_")
+    if last.endswith("_env") or _TOKENIZER_TOKEN.fullmatch(last):
+        return False
+    return last.endswith(CREDENTIAL_NAMES)
+
+
+def looks_like_key(text: str) -> bool:
+    """Whether `text` holds a string shaped like an API key or token (`KEY_SHAPES`)."""
+    return KEY_SHAPES.search(text) is not None
 
 
 def _parameters(url: str) -> list[str]:
@@ -210,9 +262,10 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 def scrub(text: str) -> str:
     """`text` with the current values of WANDB_API_KEY and of every variable `resolve_api_key`
-    has read masked, and the credentials of every URL in it (`scrub_urls`)."""
+    has read masked, and the credentials of every URL in it (`scrub_urls`); then, for a key from
+    a variable lexrl never named (a plugin's own), every string shaped like one (`KEY_SHAPES`)."""
     values = (os.environ.get(name, "") for name in tuple(_secret_variables))
-    return scrub_urls(redact(text, values))
+    return KEY_SHAPES.sub(MASK, scrub_urls(redact(text, values)))
 
 
 def scrub_tree(value: Any) -> Any:

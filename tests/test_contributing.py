@@ -81,7 +81,7 @@ def test_the_tutorial_runs_from_an_empty_folder_to_an_evaluated_checkpoint(tmp_p
     package = root / "limitation"
     assert not (Path(__file__).parents[1] / "lexrl" / "envs" / "limitation").exists()
     assert "limitation" in outputs["envs"] and "[limitation]" in outputs["envs"]
-    assert "5 passed" in outputs["pytest tests"]
+    assert "7 passed" in outputs["pytest tests"]
     # The first table: each policy's share of the teacher's reward (the per-component one follows).
     table = outputs["audit"].split("\n\n")[0]
     audit = {row.split("|")[2].strip(): row for row in table.splitlines()

@@ -30,6 +30,7 @@ FLOORS: list[set[str]] = [
         "lexrl.jsonl",
         "lexrl.models",
         "lexrl.options",
+        "lexrl.plugin_errors",
         "lexrl.policy",
         "lexrl.registry",
         "lexrl.secrets",

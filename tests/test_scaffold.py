@@ -1,8 +1,13 @@
 """`lexrl new-env`'s checks and what it writes (the written env is run end to end by
 tests/test_contributing.py)."""
 
+import errno
+import importlib.metadata
 import json
 import os
+import re
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +17,9 @@ import pytest
 from lexrl.envs.base import Env
 from lexrl.errors import ConfigError
 from lexrl.policy import Policy
-from lexrl.scaffold import DEFAULT_ROLES, SPLITS, contract_tasks, write_env
+from lexrl.scaffold import DEFAULT_ROLES, MAX_NAME_LENGTH, SPLITS, contract_tasks, write_env
 from lexrl.types import Task, Trajectory
+from tests.e2e import lexrl_command
 
 
 @pytest.mark.parametrize("name", ["Court", "1fees", "court-fees", "class", ""])
@@ -34,6 +40,151 @@ def test_an_existing_folder_is_left_alone(tmp_path):
     with pytest.raises(ConfigError, match="exists"):
         write_env("fees", ("answerer",), tmp_path)
     assert [p.name for p in (tmp_path / "fees").iterdir()] == ["mine.txt"]
+
+
+@pytest.mark.parametrize("name", ["pytest", "pluggy", "lexrl", "torch", "datasets"])
+def test_the_name_of_an_installed_distribution_is_refused(tmp_path, name):
+    # `pip install -e ./NAME` would uninstall it for the scaffold.
+    version = importlib.metadata.version(name)
+    with pytest.raises(ConfigError, match=f"installed distribution {name} {re.escape(version)}:"):
+        write_env(name, ("answerer",), tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_distribution_names_are_compared_as_pip_compares_them(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    info = site / "Lexrl.Probe_Dist-1.2.3.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: Lexrl.Probe_Dist\nVersion: 1.2.3\n"
+    )
+    monkeypatch.syspath_prepend(site)
+    parent = tmp_path / "envs"
+    match = "distribution Lexrl.Probe_Dist 1.2.3: pip install -e would replace it"
+    with pytest.raises(ConfigError, match=match):
+        write_env("lexrl_probe_dist", ("answerer",), parent)
+    assert not parent.exists()
+
+
+@pytest.mark.parametrize("name", ["json", "os", "tomllib"])
+def test_the_name_of_a_standard_library_module_is_refused(tmp_path, name):
+    with pytest.raises(ConfigError, match=f"standard library's module {name}: .*nothing was"):
+        write_env(name, ("answerer",), tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_name_of_an_importable_module_is_refused(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "lexrl_probe_module.py").write_text("")
+    monkeypatch.syspath_prepend(site)
+    with pytest.raises(ConfigError, match="importable module lexrl_probe_module .*probe_module.py"):
+        write_env("lexrl_probe_module", ("answerer",), tmp_path / "envs")
+    assert not (tmp_path / "envs").exists()
+
+
+def test_a_name_longer_than_the_maximum_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=f"has {MAX_NAME_LENGTH + 1} characters: use at most"):
+        write_env("a" * (MAX_NAME_LENGTH + 1), ("answerer",), tmp_path)
+    assert not any(tmp_path.iterdir())
+    root = write_env("a" * MAX_NAME_LENGTH, ("answerer",), tmp_path)
+    assert (root / "configs" / f"{'a' * MAX_NAME_LENGTH}_cpu.yaml").is_file()
+
+
+@pytest.mark.parametrize("under", ["", "x/y"])
+def test_a_file_as_dir_or_above_it_is_refused_by_name(tmp_path, under):
+    (tmp_path / "notes.txt").write_text("keep")
+    parent = tmp_path / "notes.txt" / under
+    with pytest.raises(ConfigError, match=f"--dir {re.escape(str(parent))} .*a file, not a folder"):
+        write_env("fees", ("answerer",), parent)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+    assert (tmp_path / "notes.txt").read_text() == "keep"
+
+
+def test_a_missing_dir_is_created(tmp_path):
+    root = write_env("fees", ("answerer",), tmp_path / "a" / "b")
+    assert root == tmp_path / "a" / "b" / "fees" and (root / "pyproject.toml").is_file()
+
+
+@pytest.mark.parametrize("failure", [OSError(errno.ENOSPC, "No space left"), KeyboardInterrupt()])
+def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch, failure):
+    write_text, written = Path.write_text, []
+
+    def fail_on_the_third(path, *args, **kwargs):
+        written.append(path)
+        if len(written) == 3:
+            raise failure
+        return write_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", fail_on_the_third)
+    expected = ConfigError if isinstance(failure, OSError) else KeyboardInterrupt
+    with pytest.raises(expected) as raised:
+        write_env("fees", ("answerer",), tmp_path / "a" / "b")
+    if expected is ConfigError:
+        message = str(raised.value)
+        assert "No space left; nothing was left behind" in message and "\n" not in message
+    # The written files, the staging folder and the `--dir` folders made for them are gone.
+    assert len(written) == 3 and not any(tmp_path.iterdir())
+
+
+def test_an_abandoned_staging_folder_blocks_nothing(tmp_path):
+    abandoned = tmp_path / ".fees.partial-killed"
+    (abandoned / "fees").mkdir(parents=True)
+    (abandoned / "pyproject.toml").write_text("[project]\n")
+    root = write_env("fees", ("answerer",), tmp_path)
+    assert len((root / "fees" / "data" / "tasks.jsonl").read_text().splitlines()) == sum(
+        SPLITS.values()
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".fees.partial-killed", "fees"]
+    # Staged, the package still has the mode any new folder gets here (mkdtemp's is 0700).
+    (tmp_path / "probe").mkdir()
+    assert root.stat().st_mode == (tmp_path / "probe").stat().st_mode
+
+
+def limit_file_size() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+    # Ignored, SIGXFSZ no longer kills the writer: the write fails with EFBIG instead.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def test_the_cli_under_a_file_size_limit_leaves_nothing_and_then_succeeds(tmp_path):
+    command = lexrl_command("new-env", "fees", "--dir", "envs")
+    limited = subprocess.run(
+        command,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        preexec_fn=limit_file_size,
+    )
+    assert limited.returncode == 2, limited.stderr
+    assert limited.stderr.startswith("config error: cannot write ")
+    assert "File too large; nothing was left behind" in limited.stderr
+    assert limited.stderr.count("\n") == 1 and "Traceback" not in limited.stderr
+    assert not any(tmp_path.iterdir())
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert [p.name for p in (tmp_path / "envs").iterdir()] == ["fees"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["pytest"], "env name 'pytest' is the name of the installed distribution pytest"),
+        (["json"], "env name 'json' is the name of the standard library's module json"),
+        (["a" * 300], f"has 300 characters: use at most {MAX_NAME_LENGTH}"),
+        (["fees", "--dir", "notes.txt"], "--dir notes.txt is a file, not a folder"),
+    ],
+    ids=["distribution", "stdlib", "300 characters", "file as dir"],
+)
+def test_the_cli_refuses_in_one_line(tmp_path, args, message):
+    (tmp_path / "notes.txt").write_text("keep")
+    result = subprocess.run(
+        lexrl_command("new-env", *args), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("config error: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
 @pytest.mark.parametrize("roles", [(), ("clerk", "clerk"), ("Clerk",)])
@@ -184,3 +335,36 @@ def test_the_scaffold_default_config_beats_each_degenerate_policy(installed):
         lost = [each["policy"] for each in row["each"] if each["verdict"] != "yes"]
         assert row["verdict"] == "yes" and not lost, (row["measure"], lost)
     assert "| yes |" in (out / "eval_vs_degenerate.md").read_text()
+
+
+def test_the_scaffolds_own_tests_check_the_env_contract(installed):
+    root, env = installed
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-k", "contract"]
+    result = subprocess.run(
+        [*argv, "tests"], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "2 passed" in result.stdout
+
+
+def test_an_env_with_no_training_tasks_is_one_data_error_before_any_model(installed, tmp_path):
+    root, env = installed
+    tasks = tmp_path / "test_only.jsonl"
+    row = {"id": "t1", "split": "test", "question": "q", "rationale": "r", "answer": "yes"}
+    tasks.write_text(json.dumps(row) + "\n")
+    result = lexrl(
+        [
+            "train",
+            "configs/demoqa_cpu.yaml",
+            "--env.tasks_path",
+            str(tasks),
+            "--run.output_dir",
+            str(tmp_path / "run"),
+        ],
+        root,
+        env,
+    )
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith("data error:")
+    assert "train" in result.stderr and "Traceback" not in result.stderr
+    assert "Loading weights" not in result.stderr  # refused before the model was built

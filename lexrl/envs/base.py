@@ -171,6 +171,11 @@ class Env(ABC):
         propagate: the engine records that episode as failed and the others go on; anything
         else raised ends the rollout."""
 
+    def declared_components(self, task: Task) -> tuple[str, ...]:
+        """The reward components an episode of `task` must report: `reward_components` (a
+        mixture: its member's). The engine fails an episode that leaves one out."""
+        return self.reward_components
+
     def validity_metric_name(self) -> str | None:
         """`validity_metric`, or `parsed` when the env reports an episode metric of that name."""
         if self.validity_metric is not None:

@@ -120,6 +120,9 @@ class MixtureEnv(Env):
         trajectory.task_id = task.id
         return trajectory
 
+    def declared_components(self, task: Task) -> tuple[str, ...]:
+        return self.members[self.member_of(task)].declared_components(self._originals[task.id])
+
     def teacher(self, task: Task, rng: random.Random) -> Teacher:
         return self.members[self.member_of(task)].teacher(self._originals[task.id], rng)
 

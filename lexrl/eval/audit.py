@@ -18,6 +18,12 @@ Given the run's tokenizer and `rollout.max_new_tokens`, every reply is cut at it
 cap as a sampled one would be (`ScriptedPolicy`), so a teacher whose replies do not fit the cap
 is scored as a trained policy imitating it would be, and each row says what share of its replies
 the cap cut. A policy with random choices is played over `RANDOM_SEEDS` seeds and averaged.
+
+Before the audit, `lexrl audit` checks the env contract (`check`: `lexrl.envs.check.check_env`
+on a few tasks of each split: unique task ids, episodes that finish, finite and declared reward
+components, a deterministic reward, non-empty prompts), prints each problem above the table and
+then ends with a `run error` (`refuse`): an audit of an env that breaks the contract measures
+nothing worth reading.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from transformers import PreTrainedTokenizerBase
 
 from lexrl.envs.base import Env
+from lexrl.envs.check import check_env
 from lexrl.envs.composite import members
 from lexrl.envs.degenerate import (
     CONTENT_FREE,
@@ -37,7 +44,9 @@ from lexrl.envs.degenerate import (
     generic_probes,
     teachable,
 )
+from lexrl.errors import EvaluationFailed
 from lexrl.rollout.engine import run_groups
+from lexrl.secrets import scrub
 from lexrl.types import Task, Trajectory
 
 TEACHER = "teacher"
@@ -51,6 +60,12 @@ pays it half of the teacher's is one GRPO collects before it learns the task (th
 issue list scored like "none" paid 46% of all issue credit while the total stayed at 16%)."""
 RANDOM_SEEDS = 3
 """Seeds a policy named `random*` is played with; its row is the mean over them."""
+CHECK_SPLITS = ("train", "test")
+"""The splits `check` runs `lexrl.envs.check.check_env` on: the one training plays and the
+one the audit plays."""
+CHECK_TASKS = 3
+"""Tasks of each split `check` plays (the first ones): enough to meet a broken rule of the
+env contract, cheap beside the audit itself."""
 
 
 @dataclass
@@ -414,3 +429,43 @@ def component_markdown(rows: list[AuditRow]) -> str:
         "what it pays the teacher in bold (⚠), whatever the total share."
     )
     return "\n\n".join([*tables, caption])
+
+
+def check(
+    env: Env,
+    tokenizer: PreTrainedTokenizerBase | None,
+    seed: int = 0,
+    max_new_tokens: int | None = None,
+    tasks: int = CHECK_TASKS,
+) -> list[str]:
+    """`lexrl.envs.check.check_env` of `env` (each member of a mixture) on the first `tasks`
+    tasks of each of `CHECK_SPLITS`, replies cut as the audit cuts them: one line per broken
+    rule of the env contract, each starting with its split; empty for an env that keeps it."""
+    return [
+        f"{split}: {problem}"
+        for split in CHECK_SPLITS
+        for problem in check_env(env, split, tasks, seed, tokenizer, max_new_tokens)
+    ]
+
+
+def check_markdown(problems: list[str]) -> str:
+    """The env check's problems as lines to print above the audit's table ("" for none), with
+    every key lexrl knows masked: a problem quotes the env's own exception."""
+    if not problems:
+        return ""
+    count = f"{len(problems)} problem{'s' * (len(problems) > 1)}"
+    lines = [f"**env check: {count}** ⚠ (the rows below may not stand for the env):"]
+    return scrub("\n".join([*lines, *(f"- {problem}" for problem in problems)]))
+
+
+def refuse(problems: list[str]) -> None:
+    """`EvaluationFailed` (a `run error`, exit 9) when the env check found a problem: as with
+    too many failed episodes in `lexrl eval`, the report is printed, but its numbers do not
+    stand for the env until the env is fixed."""
+    if problems:
+        count = f"{len(problems)} problem{'s' * (len(problems) > 1)}"
+        raise EvaluationFailed(
+            f"env check: {count}, first: {problems[0]}; the list is above the audit's table "
+            "(`lexrl.envs.check.check_env` checks the env contract): fix the env, then run "
+            "the same command again"
+        )

@@ -17,7 +17,8 @@ from tqdm.auto import tqdm
 
 from lexrl.errors import EpisodeCallFailed
 from lexrl.generation import RunningEpisodes
-from lexrl.policy import PolicyFactory
+from lexrl.plugin_errors import note_task
+from lexrl.policy import PolicyFactory, fail_missing_components
 from lexrl.types import Group, Task, Trajectory
 
 if TYPE_CHECKING:
@@ -45,9 +46,13 @@ async def run_groups_async(
                 policy = make_policy(task)
                 try:
                     trajectory = await env.run_episode(task, policy)
+                    fail_missing_components(trajectory, declared_components(env, task))
                 except EpisodeCallFailed as error:
                     trajectory = policy.trajectory
                     trajectory.failed = str(error)
+                except Exception as error:
+                    note_task(error, task.id)
+                    raise
         bar.update(1)
         return trajectory
 
@@ -68,6 +73,12 @@ async def run_groups_async(
         )
         for i, task in enumerate(tasks)
     ]
+
+
+def declared_components(env: Env, task: Task) -> tuple[str, ...]:
+    """`Env.declared_components`; none for a stand-in env without it (a test's, a tool's)."""
+    declared = getattr(env, "declared_components", None)
+    return declared(task) if declared is not None else ()
 
 
 def show_turns(bar: tqdm, turns: int) -> None:
