@@ -709,13 +709,16 @@ def _eval(config: Config, args: argparse.Namespace) -> None:
 
 def _serve(config: Config, args: argparse.Namespace) -> None:
     _check_port(args.port, lowest=1)
+    from lexrl.rollout.serve import check_port_free, serve
+
+    # Before torch and the model: resolving `smollm2` alone takes tens of seconds.
+    check_port_free(args.host, args.port)
     import torch
     from accelerate import Accelerator
     from transformers import AutoConfig
 
     from lexrl.envs import make_env
     from lexrl.hub import loading
-    from lexrl.rollout.serve import serve
     from lexrl.train.base_model import resolve_base
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available())

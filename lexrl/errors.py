@@ -181,10 +181,10 @@ class DamagedCheckpoint(CheckpointError):
         )
 
 
-class EvaluationInterrupted(LexrlError):
-    """SIGTERM or SIGINT stopped an evaluation; what it had evaluated is in its `PARTIAL_FILE`,
-    and the same command continues from there. Exits 128 + the signal's number, as a process
-    the signal had killed would (130 for SIGINT, 143 for SIGTERM)."""
+class Interrupted(LexrlError):
+    """SIGTERM or SIGINT stopped a command at a point it can say more about than "interrupted".
+    Exits 128 + the signal's number, as a process the signal had killed would (130 for SIGINT,
+    143 for SIGTERM)."""
 
     kind = "run"
 
@@ -195,6 +195,16 @@ class EvaluationInterrupted(LexrlError):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+class EvaluationInterrupted(Interrupted):
+    """SIGTERM or SIGINT stopped an evaluation; what it had evaluated is in its `PARTIAL_FILE`,
+    and the same command continues from there."""
+
+
+class WarmstartInterrupted(Interrupted):
+    """SIGTERM or SIGINT stopped the teacher's episodes before the warm-start's SFT; the same
+    command plays them again and continues from the SFT progress saved earlier."""
 
 
 class EvaluationFailed(LexrlError):

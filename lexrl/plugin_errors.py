@@ -116,7 +116,11 @@ def plugin_origin(error: BaseException) -> Origin | None:
         # The first entry into the plugin, then each later one lexrl itself made; a library the
         # plugin called calling back into it is still the same call.
         if top in modules and inside != top and (origin is None or inside == "lexrl"):
-            call = frame.name if frame.name != "<lambda>" else f"a lambda at line {frame.lineno}"
+            call = (
+                frame.name
+                if frame.name != "<lambda>"
+                else f"a lambda ({frame.module}, line {frame.lineno})"
+            )
             origin = Origin(modules[top], call, caller)
         if top == "lexrl":
             caller = frame.name

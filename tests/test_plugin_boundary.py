@@ -161,7 +161,7 @@ def test_a_raising_teacher_in_the_audit_and_the_warm_start_is_one_env_error(
 ):
     path = config(tmp_path, model_cache, "teacher", warmstart=True)
     check_env_error(run(site, "audit", str(path)), "a lambda", task=True)
-    check_env_error(run(site, "train", str(path)), "a lambda", task=False)
+    check_env_error(run(site, "train", str(path)), "a lambda", task=True)
 
 
 def test_an_error_outside_every_plugin_is_still_a_lexrl_bug():

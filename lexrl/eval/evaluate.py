@@ -34,6 +34,7 @@ from lexrl.generation import Backend
 from lexrl.policy import Policy
 from lexrl.rollout.engine import run_groups_async
 from lexrl.secrets import scrub, write_text
+from lexrl.train.run_lock import run_folder_lock
 from lexrl.types import Group, Task, Trajectory
 
 MAX_REASON = 200
@@ -739,13 +740,18 @@ def evaluate_checkpoint(
     then the report there (`evaluation_report`); returns the report's path, or raises
     `EvaluationFailed` once it is written when too many episodes failed (`check_failures`;
     fewer give a warning line on stderr). A signal once every task is evaluated lets the report
-    be written (a second one aborts)."""
+    be written (a second one aborts). The folder is held for the duration (`run_folder_lock`):
+    another evaluation into it (the same settings) is refused at once with `RunFolderLocked`
+    instead of both appending to its partial file and writing its report."""
     settings = evaluation_settings(config, checkpoint)
     out_dir = evaluation_dir(config, checkpoint, settings, env.evaluation_label())
     tasks = eval_tasks(env, config)
     groups = None
     # Baselines alone keep nothing to continue from: a signal ends them as it ends any process.
-    with SignalStop(out_dir / PARTIAL_FILE) if config.eval.policy else nullcontext() as stop:
+    with (
+        run_folder_lock(out_dir),
+        SignalStop(out_dir / PARTIAL_FILE) if config.eval.policy else nullcontext() as stop,
+    ):
         if config.eval.policy:
             groups = resumable_rollout(env, backend, tokenizer, config, settings, stop)
         degenerate = None

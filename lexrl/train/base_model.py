@@ -7,18 +7,18 @@ commands that only play a model never import the training loop (`lexrl.train.tra
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from accelerate import Accelerator
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
-from lexrl.cache_entry import is_built
 from lexrl.config import Config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env
 from lexrl.models import SMOLLM2, add_lora, load_base, smollm2_model_dir, tiny_model_dir
-from lexrl.train.warmstart import build_warmstarted_base, scripted_rows, warmstart_dir
+from lexrl.train.warmstart import build_warmstarted_base
 
 PLAYS = {"eval": "evaluates", "rollout": "plays", "serve": "serves"}
 """What each command that may warm-start the tiny base does with the model (the notice's verb)."""
@@ -39,39 +39,18 @@ def resolve_base(
         base_dir = tiny_model_dir(config.model, env.text_corpus())
         if not config.warmstart.enabled:
             return base_dir
-        if command is not None:
-            model, tokenizer = load_base(config.model, path=base_dir)
-            return _announced_warmstart(config, env, base_dir, command, model, tokenizer)
         return build_warmstarted_base(
             env,
             base_dir,
             config.warmstart,
             seed=config.model.tiny_seed,
             load=lambda path: load_base(config.model, path=path),
+            announce=None if command is None else partial(_announce, config, command),
         )
 
 
-def _announced_warmstart(
-    config: Config,
-    env: Env,
-    base_dir: Path,
-    command: str,
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-) -> Path:
-    """The warm-started base of `base_dir`: the cached one, or built after `warmstart_notice`.
-    Its cache entry is found as `build_warmstarted_base` finds it (the teacher's SFT rows, the
-    model's dtype), so a cached one is reused without playing the teacher twice."""
-    seed = config.model.tiny_seed
-    rows = scripted_rows(env, tokenizer, config.warmstart.num_episodes, seed)
-    target = warmstart_dir(base_dir, config.warmstart, seed, rows, str(model.dtype))
-    if is_built(target):
-        print(f"warm-start: cached {target} (built once for these settings, reused by every seed)")
-        return target
-    print(warmstart_notice(config, len(rows), command), flush=True)
-    return build_warmstarted_base(
-        env, base_dir, config.warmstart, seed=seed, load=lambda _: (model, tokenizer)
-    )
+def _announce(config: Config, command: str, rows: int, target: Path) -> None:
+    print(warmstart_notice(config, rows, command), flush=True)
 
 
 def warmstart_notice(config: Config, rows: int, command: str) -> str:

@@ -25,25 +25,30 @@ from lexrl.train.learner import sum_over_processes
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def abort() -> None:
-    """End the process now, exit code 130. A KeyboardInterrupt raised here would surface in
-    whatever runs at that moment (an asyncio callback of the rollout, a worker thread) and be
-    printed as its traceback; the checkpoints on disk are complete either way (atomic renames),
-    and the run folder's lock goes with the process."""
-    print(
-        "\ninterrupted (Ctrl-C): aborted; continue from the last checkpoint with "
-        "`--run.resume true`",
-        file=sys.stderr,
-        flush=True,
-    )
+ABORTED = "aborted; continue from the last checkpoint with `--run.resume true`"
+FINISHING = (
+    "finishing this step and writing a checkpoint (Ctrl-C again aborts; the run then resumes "
+    "from the last checkpoint)"
+)
+
+
+def abort(aborted: str = ABORTED) -> None:
+    """End the process now, exit code 130, saying `aborted` (how to go on). A KeyboardInterrupt
+    raised here would surface in whatever runs at that moment (an asyncio callback of the
+    rollout, a worker thread) and be printed as its traceback; the checkpoints on disk are
+    complete either way (atomic renames), and the run folder's lock goes with the process."""
+    print(f"\ninterrupted (Ctrl-C): {aborted}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(130)
 
 
 class StopRequest:
-    """Records SIGTERM and a first SIGINT while installed (from `__init__` to `restore`)."""
+    """Records SIGTERM and a first SIGINT while installed (from `__init__` to `restore`),
+    saying `finishing` (what happens now) at the first Ctrl-C and `aborted` (how to go on) at a
+    second, which ends the process; the defaults are a training run's."""
 
-    def __init__(self) -> None:
+    def __init__(self, finishing: str = FINISHING, aborted: str = ABORTED) -> None:
+        self.finishing, self.aborted = finishing, aborted
         self.signal: int | None = None
         self._previous: dict[int, Any] = {}
         # Python delivers signals to the main thread only, and refuses handlers from others
@@ -60,13 +65,9 @@ class StopRequest:
 
     def _record(self, signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and self.signal == signal.SIGINT:
-            abort()
+            abort(self.aborted)
         if signum == signal.SIGINT:
-            print(
-                "Ctrl-C: finishing this step and writing a checkpoint (Ctrl-C again aborts; "
-                "the run then resumes from the last checkpoint)",
-                file=sys.stderr,
-            )
+            print(f"Ctrl-C: {self.finishing}", file=sys.stderr)
         self.signal = signum
 
     @property

@@ -10,7 +10,8 @@ SFT tokens and the code that trains and saves it.
 A long build (the argument demo's: 2,250 steps) stops like a training step: SIGTERM or Ctrl-C
 finishes the step in progress, saves the progress beside the cache entry (`<entry>.partial/`, also
 every `warmstart.save_every` steps), says so in one line and exits 0; the same command continues
-it to the weights an uninterrupted build ends at.
+it to the weights an uninterrupted build ends at. Progress nobody continues (its settings, env
+or code changed since) is removed by the next build once a day old (`remove_abandoned_progress`).
 """
 
 from __future__ import annotations
@@ -22,26 +23,36 @@ import os
 import pickle
 import random
 import shutil
+import signal
 import sys
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, TypeVar
 
 import torch
+from filelock import FileLock, Timeout
 from tqdm.auto import tqdm, trange
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from lexrl.cache_entry import entry_lock, is_built
+from lexrl.cache_entry import entry_lock, is_built, last_touched, lock_path
 from lexrl.config import WarmstartConfig
 from lexrl.envs.base import Env
-from lexrl.errors import ConfigError
+from lexrl.errors import ConfigError, WarmstartInterrupted
 from lexrl.models import code_version, save_model, save_staged
+from lexrl.plugin_errors import note_task
 from lexrl.policy import ScriptedPolicy
 from lexrl.train.advantages import Row
 from lexrl.train.checkpoint import save_torch
 from lexrl.train.learner import completion_logprobs, pack_rows
 from lexrl.train.preemption import StopRequest
+
+T = TypeVar("T")
+
+REPLAY_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def scripted_rows(
@@ -55,23 +66,103 @@ def scripted_rows(
             "`warmstart.enabled: false`"
         )
 
+    stop = ReplayStop(num_episodes)
+
     async def play() -> list:
+        stop.task = asyncio.current_task()
         episodes = []
-        # A large warm-start plays its teacher for minutes before the first SFT step.
-        for index in trange(num_episodes, desc="warm-start (teacher episodes)", leave=False):
-            task = tasks[index % len(tasks)]
-            policy = ScriptedPolicy(tokenizer, task.id, env.teacher(task, rng))
-            episodes.append(await env.run_episode(task, policy))
+        try:
+            # A large warm-start plays its teacher for minutes before the first SFT step.
+            for index in trange(num_episodes, desc="warm-start (teacher episodes)", leave=False):
+                stop.check(index)
+                task = tasks[index % len(tasks)]
+                try:
+                    policy = ScriptedPolicy(tokenizer, task.id, env.teacher(task, rng))
+                    episode = env.run_episode(task, policy)
+                    episodes.append(await stop.cancellable(episode, index))
+                except Exception as error:
+                    note_task(error, task.id)
+                    raise
+        finally:
+            # The loop closes with the replay: a later signal has no task to cancel.
+            stop.task = None
         return episodes
 
+    with stop:
+        played = asyncio.run(play())
+        stop.check(num_episodes)
     rows = []
-    for trajectory in asyncio.run(play()):
+    for trajectory in played:
         # An endpoint judge's replies are kept as turns too, but they are not the policy's to learn.
         for turn in (turn for turn in trajectory.turns if turn.trainable):
             rows.append(
                 Row(turn.prompt_ids, turn.completion_ids, turn.logprobs, 1.0, 1.0, 0, turn.role)
             )
     return rows
+
+
+class ReplayStop:
+    """Within `with` (in the main thread; elsewhere the signals keep their handlers), SIGTERM or
+    SIGINT cancels the teacher's episode in progress and ends the replay with
+    `WarmstartInterrupted`; the signals' previous handlers are back from the first one on, so a
+    second signal acts as it would without us. Nothing of the replay is kept (the rows it makes
+    key the cache entry, so they are played again in full), but SFT progress saved earlier in
+    the entry's `.partial` folder is, and the same command continues from it."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.signum: int | None = None
+        self.task: asyncio.Task | None = None
+        """The replay's task while it runs, for the handler to cancel."""
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> ReplayStop:
+        if threading.current_thread() is threading.main_thread():
+            # A signal the process was started ignoring (SIGINT of a background job) stays so.
+            self._previous = {
+                signum: signal.signal(signum, self._record)
+                for signum in REPLAY_SIGNALS
+                if signal.getsignal(signum) is not signal.SIG_IGN
+            }
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+        self._restore()
+        if self.task is not None:
+            # Queues the cancel and wakes the loop: safe in a handler that may run inside it.
+            self.task.get_loop().call_soon_threadsafe(self.task.cancel)
+
+    async def cancellable(self, episode: Coroutine[Any, Any, T], done: int) -> T:
+        """What `episode` returns (`done` episodes played before it); `WarmstartInterrupted`
+        when a signal cancels it."""
+        try:
+            return await episode
+        except asyncio.CancelledError:
+            if self.signum is None:
+                raise
+            self.check(done)
+            raise
+
+    def check(self, done: int) -> None:
+        """`WarmstartInterrupted` if a signal came, `done` episodes having been played."""
+        if self.signum is None:
+            return
+        raise WarmstartInterrupted(
+            f"{signal.Signals(self.signum).name}: warm-start interrupted while its scripted "
+            f"teacher played its episodes ({done} of {self.total} played; they are played again "
+            "in full, any SFT progress saved earlier is kept); run the same command again to "
+            "continue",
+            self.signum,
+        )
 
 
 PROGRESS_FILE = "progress.pt"
@@ -108,6 +199,17 @@ class SftProgress:
             staged.unlink(missing_ok=True)
             raise
         os.replace(staged, self.folder / PROGRESS_FILE)
+
+
+def sft_stop_request(folder: Path) -> StopRequest:
+    """`StopRequest` with the warm-start's words: it is continued by the same command (from the
+    progress in `folder`), not by `--run.resume true` (a run's checkpoints)."""
+    return StopRequest(
+        finishing="finishing this SFT step and saving the warm-start's progress (Ctrl-C again "
+        "aborts; the same command then continues from the progress last saved)",
+        aborted="warm-start aborted; run the same command again to continue it from the "
+        f"progress last saved in {folder}",
+    )
 
 
 class SftStopped(Exception):
@@ -208,12 +310,18 @@ def build_warmstarted_base(
     config: WarmstartConfig,
     seed: int,
     load: Callable[[Path], tuple[PreTrainedModel, PreTrainedTokenizerBase]],
+    announce: Callable[[int, Path], None] | None = None,
 ) -> Path:
-    """Fine-tune the model in `base_dir` on scripted episodes and save it beside it (cached)."""
+    """Fine-tune the model in `base_dir` on scripted episodes and save it beside it (cached).
+    `announce(rows, target)` is called once the entry `target` is known not to be cached yet,
+    before it is built (or waited for, while another process builds it), with the number of
+    SFT rows; a cached entry is only named."""
     model, tokenizer = load(base_dir)
     rows = scripted_rows(env, tokenizer, config.num_episodes, seed)
     target = warmstart_dir(base_dir, config, seed, rows, str(model.dtype))
     if not is_built(target):
+        if announce is not None:
+            announce(len(rows), target)
         # Another seed's run sharing the cache may be building the same entry: wait for it.
         with entry_lock(target):
             if not is_built(target):
@@ -221,6 +329,36 @@ def build_warmstarted_base(
                 return target
     print(f"warm-start: cached {target} (built once for these settings, reused by every seed)")
     return target
+
+
+ABANDONED_S = 24 * 3600
+"""How long the saved progress of another warm-start is kept untouched before a build removes
+it."""
+
+
+def remove_abandoned_progress(target: Path, max_age_s: float = ABANDONED_S) -> None:
+    """Remove the saved SFT progress (`<entry>.partial/`) of every other warm-start in the cache
+    folder of `target` that nothing has touched for `max_age_s` and no process is building (its
+    entry lock is free), saying so in one line each. Such progress is continued only by a build
+    of the very same key, which a change of settings, env prompts or code never gives again; the
+    progress of `target` itself is what this build continues, so it is kept however old."""
+    own = f"{target.name}.partial"
+    for folder in target.parent.glob("*-warm-*.partial"):
+        if folder.name == own or last_touched(folder) >= time.time() - max_age_s:
+            continue
+        lock = FileLock(lock_path(folder.with_name(folder.name.removesuffix(".partial"))))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            continue
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            lock.release()
+        if not folder.exists():
+            print(
+                f"warm-start: removed {folder}, another warm-start's progress untouched for a day"
+            )
 
 
 def _build(
@@ -239,9 +377,10 @@ def _build(
         f"warm-start: {steps} SFT steps on {len(rows)} scripted rows, built once and cached in "
         f"{target}; later runs and other seeds of these settings reuse it"
     )
+    remove_abandoned_progress(target)
     torch.manual_seed(seed)
     progress = SftProgress(target.parent / f"{target.name}.partial", config.save_every)
-    progress.stop = StopRequest()
+    progress.stop = sft_stop_request(progress.folder)
     try:
         losses = supervised_finetune(model, rows, config, tokenizer.pad_token_id, seed, progress)
     except SftStopped as stopped:
