@@ -695,7 +695,7 @@ def _run(argv: list[str] | None) -> None:
 
 def _train(config: Config, args: argparse.Namespace) -> None:
     check_output_dir(config.run.output_dir)
-    from lexrl.train.run_lock import run_folder_lock
+    from lexrl.run_lock import run_folder_lock
     from lexrl.train.trainer import train
 
     with run_folder_lock(config.run.output_dir):

@@ -395,7 +395,7 @@ def test_a_second_run_into_a_held_folder_is_refused_and_writes_nothing(tmp_path)
             sys.executable,
             "-c",
             "import sys, time\n"
-            "from lexrl.train.run_lock import hold_run_folder\n"
+            "from lexrl.run_lock import hold_run_folder\n"
             f"with hold_run_folder({str(folder)!r}):\n"
             "    print('held', flush=True)\n"
             "    time.sleep(120)\n",

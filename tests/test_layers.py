@@ -33,6 +33,7 @@ FLOORS: list[set[str]] = [
         "lexrl.plugin_errors",
         "lexrl.policy",
         "lexrl.registry",
+        "lexrl.run_lock",
         "lexrl.secrets",
         "lexrl.types",
     },

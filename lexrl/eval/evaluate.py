@@ -33,8 +33,8 @@ from lexrl.eval.provenance import markdown as provenance_markdown
 from lexrl.generation import Backend
 from lexrl.policy import Policy
 from lexrl.rollout.engine import run_groups_async
+from lexrl.run_lock import run_folder_lock
 from lexrl.secrets import scrub, write_text
-from lexrl.train.run_lock import run_folder_lock
 from lexrl.types import Group, Task, Trajectory
 
 MAX_REASON = 200

@@ -54,6 +54,7 @@ from lexrl.models import replace_dir
 from lexrl.policy import Policy
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.factory import make_backend
+from lexrl.run_lock import refuse_another_run
 from lexrl.secrets import write_text
 from lexrl.train.advantages import (
     Row,
@@ -92,7 +93,6 @@ from lexrl.train.manifest import (
 )
 from lexrl.train.plan_report import refuse_if_cannot_fit, resolve_engine_memory
 from lexrl.train.preemption import StopRequest
-from lexrl.train.run_lock import refuse_another_run
 from lexrl.types import Group, Task
 
 

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from lexrl.cli import main
-from lexrl.train.run_lock import LOCK_NAME, hold_run_folder
+from lexrl.run_lock import LOCK_NAME, hold_run_folder
 from tests.chat_stub import chat_server, completion
 
 

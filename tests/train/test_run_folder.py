@@ -12,8 +12,8 @@ import pytest
 from lexrl.config import Config
 from lexrl.envs.lexam.options import LexamEnvConfig
 from lexrl.errors import EXIT_CODES, ConfigError, RunFolderTaken
+from lexrl.run_lock import LOCK_NAME, refuse_another_run
 from lexrl.train.manifest import MANIFEST_FILE, STATE_FILE, build_manifest
-from lexrl.train.run_lock import LOCK_NAME, refuse_another_run
 from lexrl.train.trainer import changed_keys, checkpoint_to_resume, run_record, save_run_config
 
 

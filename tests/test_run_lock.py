@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from lexrl.errors import RunFolderLocked
-from lexrl.train.run_lock import LOCK_NAME, hold_run_folder
+from lexrl.run_lock import LOCK_NAME, hold_run_folder
 
 
 def test_a_second_holder_is_refused_with_the_first_ones_host_and_pid(tmp_path):
@@ -17,7 +17,7 @@ def test_a_second_holder_is_refused_with_the_first_ones_host_and_pid(tmp_path):
         # Another process, as a second `lexrl train` would be.
         code = textwrap.dedent(
             f"""
-            from lexrl.train.run_lock import hold_run_folder
+            from lexrl.run_lock import hold_run_folder
             with hold_run_folder({str(tmp_path)!r}):
                 pass
             """
@@ -42,7 +42,7 @@ def test_a_lock_left_by_a_killed_run_is_taken_over_with_a_warning(tmp_path):
     code = textwrap.dedent(
         f"""
         import os, signal
-        from lexrl.train.run_lock import hold_run_folder
+        from lexrl.run_lock import hold_run_folder
         with hold_run_folder({str(tmp_path)!r}):
             os.kill(os.getpid(), signal.SIGKILL)
         """
@@ -54,7 +54,7 @@ def test_a_lock_left_by_a_killed_run_is_taken_over_with_a_warning(tmp_path):
         [
             sys.executable,
             "-c",
-            f"from lexrl.train.run_lock import hold_run_folder\n"
+            f"from lexrl.run_lock import hold_run_folder\n"
             f"with hold_run_folder({str(tmp_path)!r}):\n    print('held')",
         ],
         capture_output=True,
