@@ -384,15 +384,18 @@ def check_episode(
 
 def check_prompts(env: Env, policy: CheckPolicy, problems: Problems, where: str) -> None:
     """Each call's role is one of the env's, its system prompt a non-empty string and its
-    messages a non-empty string or a list of chat messages ending with a non-empty user one."""
+    messages a non-empty string or a list of chat messages ending with a non-empty user one.
+    A call after an empty reply may carry that reply on (the `empty` policy's clerk leaves its
+    judge nothing to read), so its message may be empty."""
     roles = tuple(getattr(env, "roles", ()))
-    for role, system, messages in policy.calls:
+    for index, (role, system, messages) in enumerate(policy.calls):
         if role not in roles:
             problems.add(f"chat in role {role!r}, not one of the env's roles {roles!r}", where)
         if not isinstance(system, str) or not system.strip():
             problems.add(f"role {role!r}: the system prompt is {short(system)}", where)
+        after_empty = any(not reply.strip() for reply in policy.replies[:index])
         if isinstance(messages, str):
-            if not messages.strip():
+            if not messages.strip() and not after_empty:
                 problems.add(f"role {role!r}: the user message is {short(messages)}", where)
             continue
         if not isinstance(messages, list) or not messages:
@@ -412,7 +415,7 @@ def check_prompts(env: Env, policy: CheckPolicy, problems: Problems, where: str)
                 break
         else:
             last = messages[-1]
-            if last["role"] != "user" or not last["content"].strip():
+            if last["role"] != "user" or not (last["content"].strip() or after_empty):
                 problems.add(
                     f"role {role!r}: the last message is {short(last)}, not a non-empty user one",
                     where,

@@ -173,3 +173,22 @@ def test_a_mixture_is_checked_member_by_member():
     mixture = MixtureEnv({"toy": Toy(), "nan": NanReward()}, {"toy": 0.5, "nan": 0.5})
     problems = check_env(mixture)
     assert len(problems) == 1 and problems[0].startswith("nan: task q0, policy teacher: ")
+
+
+class Relay(Toy):
+    """A clerk's note is the answerer's message: under the `empty` policy the note is empty."""
+
+    roles = ("clerk", "answerer")
+
+    async def run_episode(self, task, policy):
+        note = await policy.chat("clerk", "Restate the question.", task.inputs["question"])
+        reply = await policy.chat("answerer", "Answer yes or no.", note)
+        return policy.finish(reply, self.reward(reply))
+
+    def teacher(self, task, rng):
+        return lambda role, messages: task.gold if role == "answerer" else "Is it a number?"
+
+
+def test_a_message_that_carries_an_empty_reply_on_is_no_problem():
+    assert "empty" in Relay().degenerate_policies()
+    assert check_env(Relay()) == []
