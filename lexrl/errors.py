@@ -71,6 +71,13 @@ class ConfigError(LexrlError, ValueError):
     kind = "config"
 
 
+class EnvContractError(LexrlError):
+    """An env broke the env contract in a way that stops a run (a reward component it reports
+    but does not declare); the message names the env and its package."""
+
+    kind = "env"
+
+
 class CheckpointError(LexrlError):
     """A checkpoint is incomplete, damaged or cannot be written; the message names the file."""
 

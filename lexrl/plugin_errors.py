@@ -76,6 +76,13 @@ class _Frame:
     lineno: int | None
 
 
+def package_of(obj: object) -> str:
+    """`distribution version` of the installed plugin whose module defines `obj`'s class, or
+    `lexrl` for lexrl's own envs (and anything else)."""
+    plugin = plugin_modules().get(type(obj).__module__.split(".")[0])
+    return f"{plugin.distribution} {plugin.version}" if plugin is not None else "lexrl"
+
+
 def _frames(error: BaseException) -> list[_Frame]:
     """Outermost first: `error`'s frames, then those of the exception it was raised from or
     during (raised deeper, inside the `try` that led to `error`), and so on."""

@@ -102,7 +102,7 @@ class Env(ABC):
     - `reward_components`, `episode_metrics`, `actions`, `headline_metric`: the names training
       logs and evaluations headline. Training logs only declared names (every process must sum
       the same keys): an episode metric or action left out here is computed but never logged,
-      and a reward component left out stops training at its first step (`ConfigError`).
+      and a reward component left out stops training at its first step (an `env error`).
     - `teacher(task, rng)`: a scripted policy that answers right. Needed for the supervised
       warm-start (`warmstart.enabled`, the built-in `tiny` model) and as `lexrl audit`'s
       reference; without one those refuse or report no teacher.
@@ -132,7 +132,7 @@ class Env(ABC):
     reward_components: tuple[str, ...] = ()
     """Names of the reward components every trajectory reports (`Policy.finish`'s
     `components`), logged as `reward/<name>`: the one declaration of them. A trajectory that
-    reports a component not named here stops training with a `ConfigError` naming the env and
+    reports a component not named here stops training with an `env error` naming the env and
     the component (`undeclared_components`)."""
     episode_metrics: tuple[str, ...] = ()
     """Names of the non-reward numbers trajectories report (`Policy.finish`'s `metrics`),

@@ -38,7 +38,7 @@ from lexrl.config import Config, WarmstartConfig, save_config
 from lexrl.envs import make_env
 from lexrl.envs.base import Env, lead_role, role_actions, step_role, undeclared_components
 from lexrl.envs.composite import composite, require_tasks
-from lexrl.errors import ConfigError, RunHalted
+from lexrl.errors import ConfigError, EnvContractError, RunHalted
 from lexrl.eval import before_after, degenerate_gain
 from lexrl.eval.evaluate import (
     degenerate_baselines,
@@ -51,6 +51,7 @@ from lexrl.eval.plots import headline_panels, plot_before_after, plot_learning_c
 from lexrl.eval.provenance import env_packages
 from lexrl.generation import Backend
 from lexrl.models import replace_dir
+from lexrl.plugin_errors import package_of
 from lexrl.policy import Policy
 from lexrl.rollout.engine import run_groups
 from lexrl.rollout.factory import make_backend
@@ -173,18 +174,18 @@ def step_metrics(groups: list[Group], env: Env, rows: list[Row] | None = None) -
 
 
 def check_components(env: Env, groups: list[Group]) -> None:
-    """ConfigError when an episode of `groups` reports a reward component its env does not
-    declare (`Env.reward_components`): it would never be logged."""
+    """`EnvContractError` (an `env error`) when an episode of `groups` reports a reward
+    component its env does not declare (`Env.reward_components`): it would never be logged."""
     view = composite(env)
     for part in view.split([group.task for group in groups], groups):
         trajectories = [t for group in part.groups or [] for t in group.trajectories]
         undeclared = undeclared_components(part.env, trajectories)
         if undeclared:
             declared = ", ".join(getattr(part.env, "reward_components", ())) or "none"
-            raise ConfigError(
-                f"env {part.name!r} reports reward component(s) {', '.join(undeclared)} that "
-                f"its `reward_components` do not declare (declared: {declared}): add them "
-                "there, or they are never logged"
+            raise EnvContractError(
+                f"env {part.name!r} ({package_of(part.env)}) reports reward component(s) "
+                f"{', '.join(undeclared)} that its `reward_components` do not declare "
+                f"(declared: {declared}): add them there, or they are never logged"
             )
 
 

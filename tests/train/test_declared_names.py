@@ -12,7 +12,7 @@ from lexrl.envs.mixture import MixtureEnv
 from lexrl.envs.mixture_options import MixEnvConfig, MixMember
 from lexrl.envs.statute.env import PLANNER_ACTIONS
 from lexrl.envs.statute.options import StatuteEnvConfig
-from lexrl.errors import ConfigError
+from lexrl.errors import EnvContractError
 from lexrl.train.trainer import check_components, metric_keys, reduce_metric_sums, step_metrics
 from lexrl.types import Group, Task, Trajectory, Turn
 
@@ -66,7 +66,9 @@ def test_a_component_the_env_does_not_declare_stops_the_step_naming_both():
     failed.failed = "judge failed: 500"
     assert undeclared_components(env, [good, stray, failed]) == ["bonus"]
     check_components(env, [Group(Task("t", {}, []), [good, failed])])
-    with pytest.raises(ConfigError, match=r"env 'qa' reports reward component\(s\) bonus") as error:
+    with pytest.raises(
+        EnvContractError, match=r"env 'qa' \(lexrl\) reports reward component\(s\) bonus"
+    ) as error:
         check_components(env, [Group(Task("t", {}, []), [good, stray])])
     assert "declared: correct" in str(error.value)
 
@@ -90,5 +92,7 @@ def test_a_mixture_checks_each_member_against_its_own_declaration():
     check_components(env, fine)
     # `recall` is the statute env's, not gdpr's.
     wrong = [*fine, Group(tasks["gdpr"], [_episode("meta", [], {"recall": 1.0})])]
-    with pytest.raises(ConfigError, match="env 'gdpr' reports reward component.* recall"):
+    with pytest.raises(
+        EnvContractError, match=r"env 'gdpr' \(lexrl\) reports reward component.* recall"
+    ):
         check_components(env, wrong)
