@@ -118,6 +118,9 @@ def test_a_real_ctrl_c_while_a_plugin_imports_stops_lexrl(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": path},
+        # Ctrl-C reaches it as in a terminal: a test run started in the background (as CI may
+        # be) passes SIGINT on ignored, and a process started ignoring it keeps ignoring it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while not started.exists() and time.monotonic() < deadline and process.poll() is None:
