@@ -35,6 +35,7 @@ FLOORS: list[set[str]] = [
         "lexrl.registry",
         "lexrl.run_lock",
         "lexrl.secrets",
+        "lexrl.stop_signals",
         "lexrl.types",
     },
     {"lexrl.retrieval", "lexrl.rewards"},

@@ -8,21 +8,18 @@ the same ones: a chunk sampled from another policy would otherwise be averaged w
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import sys
-import threading
-from collections.abc import Coroutine
 from dataclasses import asdict
 from pathlib import Path
-from types import FrameType
 from typing import Any, NamedTuple, TypeVar
 
 from lexrl.errors import DatasetError, EvaluationInterrupted, PartialOfOtherSettings
 from lexrl.jsonl import read_appended
 from lexrl.secrets import write_text
+from lexrl.stop_signals import CancellingStop
 from lexrl.types import Group, Task, Trajectory
 
 T = TypeVar("T")
@@ -31,8 +28,6 @@ PARTIAL_FILE = "partial.jsonl"
 """The tasks an unfinished `lexrl eval` has evaluated, in its evaluation folder: a first line
 `{"settings": ...}`, then one task a line as in `eval_<split>.jsonl`, with the `chunk` it was
 sampled in. Removed once the report is written."""
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class SavedTask(NamedTuple):
@@ -43,47 +38,17 @@ class SavedTask(NamedTuple):
     trajectories: list[Trajectory]
 
 
-class SignalStop:
-    """Within `with` (in the main thread; elsewhere the signals keep their handlers), SIGTERM or
-    SIGINT stops the evaluation between two chunks or cancels the chunk in progress
-    (`cancellable`); the evaluation then ends with `EvaluationInterrupted` where it calls
-    `check`. A second signal aborts at once.
-
-    The handler only records the signal and asks the event loop of the chunk in progress, if any,
-    to cancel it. Raising from the handler would surface in whatever the main thread runs at that
-    moment: an asyncio callback or the shutdown of a chunk's event loop, where asyncio logs it as
-    a traceback of its own, or an object's `__del__`, where it is swallowed and the evaluation
-    goes on."""
+class SignalStop(CancellingStop):
+    """Within `with`, SIGTERM or SIGINT stops the evaluation between two chunks or cancels the
+    chunk in progress (`cancellable`, `lexrl.stop_signals.CancellingStop`); the evaluation then
+    ends with `EvaluationInterrupted` where it calls `check`. A second signal aborts at once."""
 
     def __init__(self, partial: Path):
+        super().__init__()
         self.partial = partial
-        self.signum: int | None = None
-        self._chunk: asyncio.Task | None = None
-        self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> SignalStop:
-        if threading.current_thread() is threading.main_thread():
-            # A signal the process was started ignoring (SIGINT of a background job) stays so.
-            self._previous = {
-                signum: signal.signal(signum, self._record)
-                for signum in STOP_SIGNALS
-                if signal.getsignal(signum) is not signal.SIG_IGN
-            }
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous = {}
-
-    def _record(self, signum: int, frame: FrameType | None) -> None:
-        if self.signum is not None:
-            self._abort(signum)
-        self.signum = signum
-        if self._chunk is not None:
-            # Queues the call and wakes the loop, nothing more: safe from a handler, which may run
-            # in the middle of the loop's own code.
-            self._chunk.get_loop().call_soon_threadsafe(self._chunk.cancel)
+    def second(self, signum: int) -> None:
+        self._abort(signum)
 
     def _abort(self, signum: int) -> None:
         """End the process now: a second signal says not to wait. Every chunk in the partial file
@@ -96,21 +61,6 @@ class SignalStop:
         )
         sys.stdout.flush()
         os._exit(128 + signum)
-
-    async def cancellable(self, coroutine: Coroutine[Any, Any, T]) -> T | None:
-        """What `coroutine` returns, run as a task a signal cancels; None once a signal came."""
-        self._chunk = asyncio.current_task()
-        try:
-            if self.signum is None:
-                return await coroutine
-        except asyncio.CancelledError:
-            if self.signum is None:
-                raise
-        finally:
-            self._chunk = None
-            # Not awaited when the signal came first; closing it spares a "never awaited" warning.
-            coroutine.close()
-        return None
 
     def check(self, done: int, total: int) -> None:
         """`EvaluationInterrupted` if a signal came, `done` of the `total` tasks being kept."""

@@ -25,13 +25,11 @@ import random
 import shutil
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from filelock import FileLock, Timeout
@@ -45,14 +43,11 @@ from lexrl.errors import ConfigError, WarmstartInterrupted
 from lexrl.models import code_version, save_model, save_staged
 from lexrl.plugin_errors import note_task
 from lexrl.policy import ScriptedPolicy
+from lexrl.stop_signals import CancellingStop
 from lexrl.train.advantages import Row
 from lexrl.train.checkpoint import save_torch
 from lexrl.train.learner import completion_logprobs, pack_rows
 from lexrl.train.preemption import StopRequest
-
-T = TypeVar("T")
-
-REPLAY_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def scripted_rows(
@@ -69,23 +64,19 @@ def scripted_rows(
     stop = ReplayStop(num_episodes)
 
     async def play() -> list:
-        stop.task = asyncio.current_task()
         episodes = []
-        try:
-            # A large warm-start plays its teacher for minutes before the first SFT step.
-            for index in trange(num_episodes, desc="warm-start (teacher episodes)", leave=False):
-                stop.check(index)
-                task = tasks[index % len(tasks)]
-                try:
-                    policy = ScriptedPolicy(tokenizer, task.id, env.teacher(task, rng))
-                    episode = env.run_episode(task, policy)
-                    episodes.append(await stop.cancellable(episode, index))
-                except Exception as error:
-                    note_task(error, task.id)
-                    raise
-        finally:
-            # The loop closes with the replay: a later signal has no task to cancel.
-            stop.task = None
+        # A large warm-start plays its teacher for minutes before the first SFT step.
+        for index in trange(num_episodes, desc="warm-start (teacher episodes)", leave=False):
+            stop.check(index)
+            task = tasks[index % len(tasks)]
+            try:
+                policy = ScriptedPolicy(tokenizer, task.id, env.teacher(task, rng))
+                episode = await stop.cancellable(env.run_episode(task, policy))
+                stop.check(index)  # a signal cancelled this episode: `index` were played
+                episodes.append(episode)
+            except Exception as error:
+                note_task(error, task.id)
+                raise
         return episodes
 
     with stop:
@@ -101,56 +92,17 @@ def scripted_rows(
     return rows
 
 
-class ReplayStop:
-    """Within `with` (in the main thread; elsewhere the signals keep their handlers), SIGTERM or
-    SIGINT cancels the teacher's episode in progress and ends the replay with
-    `WarmstartInterrupted`; the signals' previous handlers are back from the first one on, so a
-    second signal acts as it would without us. Nothing of the replay is kept (the rows it makes
-    key the cache entry, so they are played again in full), but SFT progress saved earlier in
-    the entry's `.partial` folder is, and the same command continues from it."""
+class ReplayStop(CancellingStop):
+    """Within `with`, SIGTERM or SIGINT cancels the teacher's episode in progress
+    (`cancellable`, `lexrl.stop_signals.CancellingStop`) and `check` ends the replay with
+    `WarmstartInterrupted`; a second signal acts as it would without us. Nothing of the replay is
+    kept (the rows it makes key the cache entry, so they are played again in full), but SFT
+    progress saved earlier in the entry's `.partial` folder is, and the same command continues
+    from it."""
 
     def __init__(self, total: int) -> None:
+        super().__init__()
         self.total = total
-        self.signum: int | None = None
-        self.task: asyncio.Task | None = None
-        """The replay's task while it runs, for the handler to cancel."""
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> ReplayStop:
-        if threading.current_thread() is threading.main_thread():
-            # A signal the process was started ignoring (SIGINT of a background job) stays so.
-            self._previous = {
-                signum: signal.signal(signum, self._record)
-                for signum in REPLAY_SIGNALS
-                if signal.getsignal(signum) is not signal.SIG_IGN
-            }
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._restore()
-
-    def _restore(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous = {}
-
-    def _record(self, signum: int, frame: FrameType | None) -> None:
-        self.signum = signum
-        self._restore()
-        if self.task is not None:
-            # Queues the cancel and wakes the loop: safe in a handler that may run inside it.
-            self.task.get_loop().call_soon_threadsafe(self.task.cancel)
-
-    async def cancellable(self, episode: Coroutine[Any, Any, T], done: int) -> T:
-        """What `episode` returns (`done` episodes played before it); `WarmstartInterrupted`
-        when a signal cancels it."""
-        try:
-            return await episode
-        except asyncio.CancelledError:
-            if self.signum is None:
-                raise
-            self.check(done)
-            raise
 
     def check(self, done: int) -> None:
         """`WarmstartInterrupted` if a signal came, `done` episodes having been played."""
