@@ -28,9 +28,9 @@ from importlib import metadata
 from pathlib import Path
 
 from lexrl.errors import EXIT_CODES
+from lexrl.registry import ENTRY_POINT_GROUP
 from lexrl.secrets import scrub, write_text
 
-ENTRY_POINT_GROUP = "lexrl.envs"
 TRACEBACK_VARIABLE = "LEXRL_TRACEBACK"
 """Set to 1 to have an env error's traceback printed on stderr as well as written to its file."""
 _TASK_ATTRIBUTE = "lexrl_task_id"

@@ -233,14 +233,7 @@ class Policy:
         self.trajectory.components = dict(components)
         unusable = unusable_component(components)
         if unusable is not None:
-            self.trajectory.failed = unusable
-            self.trajectory.components = {}
-            self.trajectory.reward = 0.0
-            report_once(
-                unusable,
-                f"env error: task {self.trajectory.task_id}: {unusable}; the episode counts as "
-                "failed (said once)",
-            )
+            fail_episode(self.trajectory, unusable)
         else:
             self.trajectory.reward = float(sum(components.values()))
         self.trajectory.steps = list(steps or [])
@@ -268,14 +261,21 @@ def fail_missing_components(trajectory: Trajectory, declared: Sequence[str]) -> 
     missing = [name for name in declared if name not in trajectory.components]
     if missing:
         why = f"declared reward component(s) {', '.join(map(repr, missing))} missing"
-        trajectory.failed = why
-        trajectory.components = {}
-        trajectory.reward = 0.0
-        report_once(
-            why,
-            f"env error: task {trajectory.task_id}: {why} (the env declares them in "
-            "`reward_components`); the episode counts as failed (said once)",
-        )
+        fail_episode(trajectory, why, " (the env declares them in `reward_components`)")
+
+
+def fail_episode(trajectory: Trajectory, why: str, said: str = "") -> None:
+    """Mark `trajectory` failed for `why`, an env's fault that leaves no reward to learn from
+    (counted and left out as an episode whose judge failed), with one `env error` line the first
+    time this process meets `why` (`said`, if given, follows it in the line)."""
+    trajectory.failed = why
+    trajectory.components = {}
+    trajectory.reward = 0.0
+    report_once(
+        why,
+        f"env error: task {trajectory.task_id}: {why}{said}; the episode counts as failed "
+        "(said once)",
+    )
 
 
 _REPORTED: set[str] = set()
